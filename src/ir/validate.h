@@ -1,0 +1,32 @@
+/* validate.h - structural validation of an imported graph, and topological sorting.
+ *
+ * Checks what ONNX requires of a graph's wiring, independent of op semantics: one
+ * producer per name (an input that is also an initializer counts as two), every
+ * consumed name produced (in this graph or an enclosing one, for subgraphs), every
+ * graph output produced, no cycles (the message names the nodes in the cycle), IR and
+ * opset versions in range. Unsorted graphs are sorted (stable: ties keep file order),
+ * as ONNX Runtime does. Every problem is reported, not only the first.
+ */
+#ifndef KILN_IR_VALIDATE_H
+#define KILN_IR_VALIDATE_H
+
+#include "core/status.h"
+#include "diag/diag.h"
+#include "ir/graph.h"
+
+/* Range of versions kiln reads. */
+#define IR_MIN_IR_VERSION 3
+#define IR_MAX_IR_VERSION 11
+#define IR_MIN_ONNX_OPSET 1
+#define IR_MAX_ONNX_OPSET 23
+
+/* Validates and sorts every graph in the model (main graph, subgraphs, function bodies).
+ * Problems go to `diags` (may be NULL). Returns KILN_OK when there were no errors,
+ * otherwise KILN_ERR_INVALID_MODEL with the first error's text in err. */
+kiln_status ir_validate(ir_model *model, diag_list *diags, kiln_error *err);
+
+/* Stable topological sort of one graph; on a cycle returns KILN_ERR_INVALID_MODEL and
+ * names the nodes of one cycle. */
+kiln_status ir_graph_toposort(ir_graph *g, kiln_error *err);
+
+#endif
