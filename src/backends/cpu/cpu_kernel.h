@@ -79,7 +79,8 @@ static inline const rt_tensor *cpu_in(const rt_value *const *inputs, int32_t n_i
 /* ---- thread pool (cpu_threadpool.c) ----------------------------------------------- */
 
 /* Runs fn(user, begin, end) over [0, n) split into chunks of at least `grain` items
- * across the pool's threads (the caller participates); returns when all are done. */
+ * across the pool's threads (the caller participates); returns when all are done.
+ * pool may be NULL: then it runs inline on the calling thread (unit tests, tiny work). */
 typedef void (*cpu_range_fn)(void *user, int64_t begin, int64_t end);
 void cpu_parallel_for(cpu_threadpool *pool, int64_t n, int64_t grain, cpu_range_fn fn, void *user);
 int cpu_threadpool_size(const cpu_threadpool *pool);
