@@ -157,6 +157,12 @@ kiln_status onnx_external_resolve(onnx_rd *rd, ir_tensor *t, uint64_t tensor_pos
  * they could be a ModelProto. */
 kiln_status onnx_sniff(const uint8_t *data, uint64_t size, const char *display, kiln_error *err);
 
+/* ---- files (onnx_load.c) --------------------------------------------------------------- */
+
+/* Explains a failed open/stat of `path` (errno e), or a directory given as a file. */
+kiln_status onnx_open_error(const char *path, int e, kiln_error *err);
+kiln_status onnx_directory_error(const char *path, kiln_error *err);
+
 /* ---- external data (onnx_external.c) ------------------------------------------------- */
 
 void onnx_owner_free(onnx_owner *o);

@@ -93,7 +93,7 @@ kiln_status onnx_load_bytes(const void *data, size_t size, const char *display_n
 }
 
 /* A directory given as the model: say what is inside that could be meant. */
-static kiln_status directory_error(const char *path, kiln_error *err) {
+kiln_status onnx_directory_error(const char *path, kiln_error *err) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s/saved_model.pb", path);
     struct stat sb;
@@ -127,7 +127,7 @@ static kiln_status directory_error(const char *path, kiln_error *err) {
                         path);
 }
 
-static kiln_status open_error(const char *path, int e, kiln_error *err) {
+kiln_status onnx_open_error(const char *path, int e, kiln_error *err) {
     switch (e) {
     case ENOENT:
         return kiln_err_set(err, KILN_ERR_IO, "%s: no such file: check the path (and the current directory)", path);
@@ -149,8 +149,8 @@ kiln_status onnx_load_file(const char *path, const kiln_model_options *opts, ir_
     *out = NULL;
     if (!path || !path[0]) return kiln_err_set(err, KILN_ERR_INVALID_ARG, "no model path given");
     struct stat sb;
-    if (stat(path, &sb) != 0) return open_error(path, errno, err);
-    if (S_ISDIR(sb.st_mode)) return directory_error(path, err);
+    if (stat(path, &sb) != 0) return onnx_open_error(path, errno, err);
+    if (S_ISDIR(sb.st_mode)) return onnx_directory_error(path, err);
     if (!S_ISREG(sb.st_mode))
         return kiln_err_set(err, KILN_ERR_IO,
                             "%s: is not a regular file (a device, pipe or socket): pass the path of the .onnx file "
@@ -158,7 +158,7 @@ kiln_status onnx_load_file(const char *path, const kiln_model_options *opts, ir_
                             path);
     /* O_NONBLOCK: should the path be swapped for a FIFO meanwhile, open must not hang. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return open_error(path, errno, err);
+    if (fd < 0) return onnx_open_error(path, errno, err);
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return kiln_err_set(err, KILN_ERR_IO, "%s: is not a regular file: pass the path of the .onnx file", path);
