@@ -39,10 +39,21 @@ static bool frame_name(const onnx_rd *rd, const onnx_frame *fr, char *out, size_
     return found && out[0];
 }
 
+/* Paths deeper than this print their first and last frames only. */
+#define PATH_HEAD 4
+#define PATH_TAIL 6
+
 static void path_upto(const onnx_rd *rd, int depth, const char *leaf, strbuf *sb) {
     bool prev_named = false;
     for (int i = 0; i < depth; i++) {
         const onnx_frame *fr = &rd->frames[i];
+        if (depth > PATH_HEAD + PATH_TAIL + 2 && i == PATH_HEAD) {
+            int skip = depth - PATH_HEAD - PATH_TAIL;
+            sb_printf(sb, " ... (%d levels) ...", skip);
+            i += skip - 1;
+            prev_named = true;
+            continue;
+        }
         if (i > 0) sb_append(sb, prev_named ? " ." : ".");
         sb_append(sb, fr->field);
         if (fr->index >= 0) sb_printf(sb, "[%" PRId64 "]", fr->index);
