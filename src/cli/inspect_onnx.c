@@ -868,6 +868,33 @@ static void render_json(strbuf *sb, ir_model *m, const diag_list *diags, const s
     sb_putc(sb, '\n');
 }
 
+/* Maps every external-data tensor (which also records each file's size), turning what
+ * the default load would refuse (a missing or short data file) into one error per file. */
+static void check_external(ir_model *m, diag_list *diags) {
+    for (int32_t gi = 0; gi < m->n_graphs; gi++) {
+        ir_graph *g = m->graphs[gi];
+        for (int32_t i = 0; i < g->n_initializers; i++) {
+            ir_tensor *t = g->values[g->initializers[i]].init;
+            if (!t || t->where != IR_DATA_EXTERNAL || t->data) continue;
+            kiln_error err = {0};
+            if (onnx_tensor_load_external(m, t, &err) != KILN_OK) {
+                char fact[600];
+                snprintf(fact, sizeof fact, "external data file: %s", t->ext_location ? t->ext_location : "?");
+                bool seen = false;
+                for (int32_t k = 0; k < diags->n && !seen; k++)
+                    seen = !strcmp(diags->items[k].code, "external-data-unreadable") && diags->items[k].n_facts &&
+                           !strcmp(diags->items[k].facts[0], fact);
+                if (!seen) {
+                    diag *d = diag_add(diags, DIAG_ERROR, "external-data-unreadable", NULL, NULL, "%s",
+                                       kiln_err_msg(&err));
+                    diag_fact(diags, d, "%s", fact);
+                }
+            }
+            kiln_err_clear(&err);
+        }
+    }
+}
+
 /* ---- entry -------------------------------------------------------------------------------- */
 
 static double now_seconds(void) {
@@ -910,6 +937,7 @@ int inspect_onnx(const inspect_opts *o) {
     kiln_error verr = {0};
     ir_validate(m, &km->diags, &verr);
     kiln_err_clear(&verr);
+    check_external(m, &km->diags);
 
     summary s;
     if (!summarize(m, &s)) {

@@ -204,7 +204,7 @@ def test_subgraphs_and_custom_domains_in_histogram(tmp_path):
     path = save(tmp_path, m)
     p = kiln(path)
     assert p.returncode == 0, p.stdout
-    assert "operators: 5 nodes (3 in 2 subgraphs), 5 distinct" in p.stdout
+    assert "operators: 5 nodes (3 in 2 subgraphs), 4 distinct" in p.stdout
     assert any(line.split() == ["com.example.MyOp", "1"] for line in p.stdout.splitlines())
     assert "opsets      ai.onnx 17, com.example 1" in p.stdout
     _, j = inspect_json(path, "--show", "nodes")
@@ -281,3 +281,19 @@ def test_time_load_flag():
     assert p.returncode == 0, p.stderr
     key, value = p.stdout.split()
     assert key == "load_seconds" and float(value) >= 0
+
+
+def test_missing_external_file_is_reported_not_fatal(tmp_path):
+    big = numpy_helper.from_array(np.ones((64, 32), np.float32), "big")
+    m = make_model([helper.make_node("MatMul", ["x", "big"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], inits=[big])
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    (tmp_path / "weights.bin").unlink()
+    p = kiln(path)
+    assert p.returncode == 1
+    # everything else is still shown, and the problem names the file
+    assert "input" in p.stdout and "x  float32[n, 64]" in p.stdout
+    assert "error[external-data-unreadable]" in p.stdout and "weights.bin" in p.stdout
+    assert "weights.bin  (missing or empty), 1 tensor, 8.0 KiB referenced" in p.stdout
