@@ -917,6 +917,18 @@ int inspect_onnx(const inspect_opts *o) {
             return CLI_EXIT_FAILED;
         }
         printf("load_seconds %.6f\n", t1 - t0);
+        /* Peak resident memory of this process (Linux). wait4's ru_maxrss would also count
+         * what the parent had before exec, which misleads when the parent is large. */
+        FILE *f = fopen("/proc/self/status", "r");
+        if (f) {
+            char line[256];
+            long long kib;
+            while (fgets(line, sizeof line, f))
+                if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) printf("peak_rss_bytes %lld\n", kib * 1024);
+                else if (sscanf(line, "RssAnon: %lld kB", &kib) == 1) printf("rss_anon_bytes %lld\n", kib * 1024);
+                else if (sscanf(line, "RssFile: %lld kB", &kib) == 1) printf("rss_file_bytes %lld\n", kib * 1024);
+            fclose(f);
+        }
         kiln_model_free(km);
         return CLI_EXIT_OK;
     }

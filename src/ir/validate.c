@@ -260,6 +260,37 @@ static bool graph_edges(const ir_graph *g, edge_list *el) {
     return true;
 }
 
+/* The common case, a graph already in order, checked without building the edge list
+ * (most models are exported sorted; this keeps validation of big graphs cheap). */
+static bool already_sorted(const ir_graph *g, bool *sorted) {
+    *sorted = true;
+    edge_list el = {0};
+    for (int32_t ni = 0; ni < g->n_nodes && *sorted; ni++) {
+        const ir_node *n = &g->nodes[ni];
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t v = n->inputs[k];
+            if (v >= 0 && v < g->n_values && g->values[v].producer >= ni) *sorted = false;
+        }
+        for (int32_t a = 0; a < n->n_attrs && *sorted; a++) {
+            const ir_attr *at = &n->attrs[a];
+            el.n = 0;
+            bool ok = true;
+            if (at->type == IR_ATTR_GRAPH && at->g) ok = collect_implicit(at->g, g, ni, &el, 1);
+            else if (at->type == IR_ATTR_GRAPHS)
+                for (int32_t k = 0; k < at->n && ok; k++)
+                    if (at->graphs && at->graphs[k]) ok = collect_implicit(at->graphs[k], g, ni, &el, 1);
+            if (!ok) {
+                free(el.items);
+                return false;
+            }
+            for (size_t e = 0; e < el.n; e++)
+                if (el.items[e].from >= ni) *sorted = false;
+        }
+    }
+    free(el.items);
+    return true;
+}
+
 /* Min-heap of node indices: popping the smallest ready index keeps file order wherever the
  * dependencies allow it. */
 static void heap_push(int32_t *h, int32_t *n, int32_t x) {
@@ -352,17 +383,14 @@ static kiln_status toposort(ir_graph *g, strbuf *cycle, kiln_error *err) {
         }
         return KILN_OK;
     }
+    bool sorted = true;
+    if (!already_sorted(g, &sorted))
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory while sorting graph nodes");
+    if (sorted) return KILN_OK;
     edge_list el = {0};
     if (!graph_edges(g, &el)) {
         free(el.items);
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory while sorting graph nodes");
-    }
-    bool sorted = true;
-    for (size_t e = 0; e < el.n && sorted; e++)
-        if (el.items[e].from >= el.items[e].to) sorted = false;
-    if (sorted) {
-        free(el.items);
-        return KILN_OK;
     }
 
     kiln_status st = KILN_OK;

@@ -279,8 +279,10 @@ def test_attribute_values_round_trip(tmp_path):
 def test_time_load_flag():
     p = kiln("--time-load", EXAMPLE)
     assert p.returncode == 0, p.stderr
-    key, value = p.stdout.split()
-    assert key == "load_seconds" and float(value) >= 0
+    fields = dict(line.split() for line in p.stdout.splitlines())
+    assert float(fields["load_seconds"]) >= 0
+    if Path("/proc/self/status").exists():
+        assert int(fields["peak_rss_bytes"]) > 0
 
 
 def test_missing_external_file_is_reported_not_fatal(tmp_path):
