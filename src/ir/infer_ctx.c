@@ -354,10 +354,10 @@ bool ir_broadcast(ir_ictx *c, const int32_t *inputs, int32_t n_in, int32_t *rank
                 if (a_init || b_init) {
                     int32_t bias = a_init ? res_from : in;
                     ir_hint(c, dg,
-                            "the %s '%s' has %s entries but the data's last axis has %s: the layer that "
-                            "produces the data changed width; re-export with matching sizes, or resize "
+                            "the parameter '%s' has %s entries but the data's last axis has %s: the layer "
+                            "that produces the data changed width; re-export with matching sizes, or resize "
                             "the parameter",
-                            c->n->op_type, ir_in_name(c, bias), ir_dimstr(c, a_init ? res : d),
+                            ir_in_name(c, bias), ir_dimstr(c, a_init ? res : d),
                             ir_dimstr(c, a_init ? d : res));
                 } else {
                     ir_hint(c, dg,

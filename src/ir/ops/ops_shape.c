@@ -43,6 +43,16 @@ static ir_known *kv_copy(ir_ictx *c, const ir_known *kv) {
 
 /* ---- Reshape ------------------------------------------------------------------------ */
 
+/* Whether two element counts provably differ for non-empty tensors: provably unequal,
+ * or one is a constant multiple (!= 1) of the other (64*b*s vs 768*b*s). */
+static bool volumes_differ(ir_ictx *c, ir_dim a, ir_dim b) {
+    if (ir_dim_eq(c->m, a, b) == IR_DIM_NE) return true;
+    ir_dim q;
+    if (ir_dim_div_exact(c->m, a, b, &q) && q.kind == IR_DIM_CONST && q.value != 1) return true;
+    if (ir_dim_div_exact(c->m, b, a, &q) && q.kind == IR_DIM_CONST && q.value != 1) return true;
+    return false;
+}
+
 void ir_infer_reshape(ir_ictx *c) {
     kiln_dtype dt = ir_in_dt(c, 0);
     int32_t r = ir_in_rank(c, 0);
@@ -133,7 +143,7 @@ void ir_infer_reshape(ir_ictx *c) {
         }
     } else if (total.kind != IR_DIM_UNKNOWN) {
         ir_dim prod = ir_dims_product(c->m, out, nt);
-        if (ir_dim_eq(c->m, total, prod) == IR_DIM_NE) {
+        if (volumes_differ(c, total, prod)) {
             ir_type tt = {.kind = IR_TYPE_TENSOR, .rank = nt, .dims = out};
             diag *dg = ir_err(c, "shape-reshape-volume", "cannot reshape %s (%s elements) into %s (%s elements)",
                               ir_shapestr(c, ir_in(c, 0)), ir_dimstr(c, total), ir_shapestr(c, &tt), ir_dimstr(c, prod));
