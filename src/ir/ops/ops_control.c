@@ -28,7 +28,8 @@ static ir_type merge(ir_ictx *c, const ir_type *a, const ir_type *b) {
     if (!a && !b) return t;
     if (!a || a->kind == IR_TYPE_UNKNOWN) return b ? *b : t;
     if (!b || b->kind == IR_TYPE_UNKNOWN) return *a;
-    if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR) return *a;
+    if (a->kind != b->kind) return *b; /* e.g. an optional initial value, a plain body result */
+    if (a->kind != IR_TYPE_TENSOR) return *a;
     t.kind = IR_TYPE_TENSOR;
     t.dtype = a->dtype ? a->dtype : b->dtype;
     if (a->rank < 0 || b->rank < 0 || a->rank != b->rank) return t;
@@ -49,19 +50,22 @@ void ir_infer_if(ir_ictx *c) {
         ir_err(c, "shape-attr-invalid", "If needs then_branch and else_branch graphs");
         return;
     }
-    if (!ir_infer_subgraph(c, tg, NULL, 0) || !ir_infer_subgraph(c, eg, NULL, 0)) return;
+    /* a condition known at build time (shape tests in exported code) picks one branch; the
+     * other may be invalid for these shapes by design, so it is not inferred at all */
+    const ir_known *cond = ir_in_kv(c, 0);
+    int taken = (cond && cond->e && cond->n == 1 && cond->e[0].kind == IR_DIM_CONST) ? (cond->e[0].value != 0) : -1;
+    if (taken != 0 && !ir_infer_subgraph(c, tg, NULL, 0)) return;
+    if (taken != 1 && !ir_infer_subgraph(c, eg, NULL, 0)) return;
     if (tg->n_outputs != eg->n_outputs || tg->n_outputs != ir_nout(c)) {
         diag *d = ir_err(c, "shape-if-outputs", "then_branch has %d outputs, else_branch %d, the node %d", tg->n_outputs,
                          eg->n_outputs, ir_nout(c));
         ir_hint(c, d, "both branches must produce one value per If output");
         return;
     }
-    /* a constant condition picks its branch */
-    const ir_known *cond = ir_in_kv(c, 0);
     for (int32_t o = 0; o < ir_nout(c); o++) {
         const ir_type *a = sub_out(tg, o), *b = sub_out(eg, o);
-        if (cond && cond->e && cond->n == 1 && cond->e[0].kind == IR_DIM_CONST) {
-            const ir_type *pick = cond->e[0].value ? a : b;
+        if (taken >= 0) {
+            const ir_type *pick = taken ? a : b;
             if (pick) ir_out_type(c, o, pick);
             continue;
         }
