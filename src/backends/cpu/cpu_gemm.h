@@ -11,6 +11,8 @@
  *                        "HardSwish", "LeakyRelu" (kiln_activation_alpha)
  *   kiln_residual        int: index of the node input holding a tensor of the output's
  *                        shape that is added before the activation (a fused Add)
+ *   kiln_bias            int (MatMul only): index of the node input holding a 1-D bias of
+ *                        N elements added to every row (a fused MatMul -> Add(bias))
  * The order is fixed: out = act(A*B + bias + residual). A pass may therefore fuse
  * Conv -> Add -> Relu, but not Conv -> Relu -> Add.
  */

@@ -184,6 +184,15 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     st = cpu_epilogue_from_node(ctx, inputs, n_in, y->count, &ep);
     if (st != KILN_OK) return st;
     ep.ld_res = s.N;
+    const ir_attr *ba = ctx->node ? ir_node_attr(ctx->node, "kiln_bias") : NULL;
+    if (ba && ba->type == IR_ATTR_INT) {
+        const rt_tensor *bias = cpu_in(inputs, n_in, (int32_t)ba->i);
+        if (ba->i < 0 || ba->i >= n_in || !bias || bias->dtype != KILN_DTYPE_FLOAT || bias->count != (uint64_t)s.N)
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "fused bias input %lld must be float32 with N=%lld elements",
+                                   (long long)ba->i, (long long)s.N);
+        ep.bias_mode = CPU_BIAS_COL;
+        ep.bias = bias->data;
+    }
     const float *A = a->data, *B = b->data;
     float *Y = y->data;
     if (s.K == 0) {
