@@ -108,7 +108,9 @@ CASE_LIST = [
     case("logsoftmax_11", "LogSoftmax", [("X", r(2, 3, 4))], dict(axis=1), opset=11),
     case("hardmax_13", "Hardmax", [("X", r(3, 5))], opset=13),
     case("gelu_none", "Gelu", [("X", r(4, 33) * 3)], opset=20),
-    case("gelu_tanh", "Gelu", [("X", r(4, 33) * 3)], dict(approximate="tanh"), opset=20),
+    # |x| <= 3: below that ORT's float 0.5x(1+tanh) cancels (at x=-4.8 it is off by 30%; kiln
+    # computes x*sigmoid(2z) and matches float64), so the reference itself is wrong there.
+    case("gelu_tanh", "Gelu", [("X", np.clip(r(4, 33) * 2, -3, 3))], dict(approximate="tanh"), opset=20),
 ]
 
 

@@ -25,10 +25,12 @@ static void s_sigmoid(const float *x, float *y, int64_t n) {
 static void s_gelu(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.f + erff(x[i] * 0.70710678118654752f));
 }
+/* 0.5 x (1 + tanh(z)) written as x * sigmoid(2z): no cancellation for negative x */
 static void s_gelu_tanh(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
-        y[i] = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        float z = 2.f * 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        y[i] = z >= 0.f ? v / (1.f + expf(-z)) : v * expf(z) / (1.f + expf(z));
     }
 }
 static float s_exp_shift_sum(const float *x, float *y, int64_t n, float max) {

@@ -98,13 +98,12 @@ VLOOP(a_gelu,
       _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
                     _mm256_add_ps(_mm256_set1_ps(1.f), erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f))))),
       0.5f * v * (1.f + erf1(v * 0.70710678118654752f)))
+/* 0.5 x (1 + tanh(z)) == x * sigmoid(2z): no cancellation for negative x */
 VLOOP(a_gelu_tanh,
-      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
-                    _mm256_add_ps(_mm256_set1_ps(1.f),
-                                  tanh8(_mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
-                                                      _mm256_fmadd_ps(_mm256_mul_ps(v, _mm256_mul_ps(v, v)),
-                                                                      _mm256_set1_ps(0.044715f), v))))),
-      0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))))
+      _mm256_mul_ps(v, sigmoid8(_mm256_mul_ps(_mm256_set1_ps(2.f * 0.7978845608028654f),
+                                              _mm256_fmadd_ps(_mm256_mul_ps(v, _mm256_mul_ps(v, v)),
+                                                              _mm256_set1_ps(0.044715f), v)))),
+      v / (1.f + expf(-2.f * 0.7978845608028654f * (v + 0.044715f * v * v * v))))
 
 static float a_exp_shift_sum(const float *x, float *y, int64_t n, float max) {
     __m256 vmax = _mm256_set1_ps(max), acc = _mm256_setzero_ps();
