@@ -378,8 +378,8 @@ static void render_text(strbuf *sb, ir_model *m, const diag_list *diags, const s
         if (!(g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER)) text_values(sb, m, g, &g->inputs[i], 1);
     if (n_init_inputs) {
         if (m->ir_version < 4)
-            sb_printf(sb, "  + %d inputs that carry initializers (required for IR version < 4)\n",
-                      (int)n_init_inputs);
+            sb_printf(sb, "  + %d input%s that carr%s initializers (required for IR version < 4)\n",
+                      (int)n_init_inputs, n_init_inputs == 1 ? "" : "s", n_init_inputs == 1 ? "ies" : "y");
         else
             for (int32_t i = 0; i < g->n_inputs; i++)
                 if (g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER) text_values(sb, m, g, &g->inputs[i], 1);
