@@ -106,7 +106,7 @@ typedef struct ir_tensor {
     int64_t *dims;
     uint64_t count;  /* product of dims (checked for overflow on import) */
     uint64_t nbytes; /* bytes of packed little-endian data (0 for strings) */
-    const void *data;
+    const void *data; /* may be unaligned when mapped: read with memcpy or via rt_tensor_from_ir */
     ir_bytes *strings; /* dtype STRING: `count` entries */
     ir_data_where where;
     /* External data (where == IR_DATA_EXTERNAL). Paths are relative to the model's folder
