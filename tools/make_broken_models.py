@@ -21,6 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 KILN_ENGINE_MAGIC = b"KILNENG1"  # src/engine/magic.h
+IR_VERSION = 10  # onnx 1.23 writes IR 14 by default, newer than kiln reads: keep cases to one problem
 
 
 # ---- a tiny protobuf encoder for what onnx cannot build -------------------------------
@@ -70,14 +71,14 @@ def resnetish():
     nodes.append(helper.make_node("Gemm", ["flat", "fc.weight"], ["logits"], name="/fc/Gemm", transB=1))
     g = helper.make_graph(nodes, "resnetish", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 32, 32])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])], initializer=inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
 
 
 def with_initializer(t):
     """Relu over one initializer tensor `t`: the smallest model that carries a tensor."""
     g = helper.make_graph([helper.make_node("Relu", [t.name], ["y"], name="relu")], "g", [],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[t])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
 
 
 def raw_tensor(name, dtype, dims, raw):

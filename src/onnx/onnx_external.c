@@ -202,7 +202,8 @@ void onnx_release_mapping(ir_model *m) {
 kiln_status onnx_tensor_load_external(ir_model *m, ir_tensor *t, kiln_error *err) {
     if (!t || t->where != IR_DATA_EXTERNAL || t->data) return KILN_OK;
     char pre[512];
-    snprintf(pre, sizeof pre, "%s: tensor '%s': ", m && m->path ? m->path : "<model>", t->name ? t->name : "");
+    snprintf(pre, sizeof pre, "%s: tensor '%s' (TensorProto at byte %" PRIu64 "): ", m && m->path ? m->path : "<model>",
+             t->name ? t->name : "", t->file_offset);
     if (!m || m->release_mapping != onnx_release_mapping || !m->file_mapping)
         return kiln_err_set(err, KILN_ERR_INVALID_ARG, "%sthe model was not read by kiln's ONNX reader", pre);
     const char *why = bad_location(t->ext_location);
