@@ -218,3 +218,22 @@ kiln_status onnx_tensor_load_external(ir_model *m, ir_tensor *t, kiln_error *err
     if (!st) st = bind(o, id, t, pre, err);
     return st;
 }
+
+kiln_status onnx_tensor_align(ir_model *m, ir_tensor *t, kiln_error *err) {
+    if (!t || t->dtype == KILN_DTYPE_STRING) return KILN_OK;
+    kiln_status st = onnx_tensor_load_external(m, t, err);
+    if (st != KILN_OK || !t->data || t->nbytes == 0) return st;
+    int bits = kiln_dtype_bits(t->dtype);
+    uintptr_t align = bits >= 8 ? (uintptr_t)bits / 8 : 1;
+    if (t->dtype == KILN_DTYPE_COMPLEX64) align = 4;
+    if (align > 8) align = 8;
+    if (((uintptr_t)t->data & (align - 1)) == 0) return KILN_OK;
+    if (t->nbytes > SIZE_MAX) return kiln_err_set(err, KILN_ERR_LIMIT, "tensor '%s' is too large", t->name);
+    void *copy = arena_memdup(&m->arena, t->data, (size_t)t->nbytes);
+    if (!copy)
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory copying tensor '%s' (%" PRIu64 " bytes)", t->name,
+                            t->nbytes);
+    t->data = copy;
+    t->where = IR_DATA_OWNED;
+    return KILN_OK;
+}

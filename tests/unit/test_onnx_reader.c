@@ -436,7 +436,18 @@ static void test_valid_model(void **state) {
     at = ir_node_attr(n, "value");
     assert_int_equal(at->type, IR_ATTR_TENSOR);
     assert_int_equal(at->t->where, IR_DATA_MAPPED);
-    assert_true(((const float *)at->t->data)[1] == -2.0f);
+    float fv[2];
+    memcpy(fv, at->t->data, 8); /* mapped data is not aligned in general */
+    assert_true(fv[1] == -2.0f);
+    /* onnx_tensor_align gives aligned data with the same bytes */
+    {
+        ir_tensor *vt = at->t;
+        kiln_error ae = {0};
+        assert_int_equal(onnx_tensor_align(m, vt, &ae), KILN_OK);
+        assert_int_equal((uintptr_t)vt->data % 4, 0);
+        assert_true(((const float *)vt->data)[1] == -2.0f);
+        assert_true(vt->where == IR_DATA_OWNED || vt->where == IR_DATA_MAPPED);
+    }
     at = ir_node_attr(n, "scales");
     assert_int_equal(at->n, 3);
     assert_true(at->floats[2] == 0.5f);
@@ -450,7 +461,9 @@ static void test_valid_model(void **state) {
     assert_memory_equal(at->strings[1].data, "bc", 2);
     at = ir_node_attr(n, "ts");
     assert_int_equal(at->n, 2);
-    assert_int_equal(*(const int32_t *)at->tensors[1]->data, 8);
+    int32_t iv;
+    memcpy(&iv, at->tensors[1]->data, 4);
+    assert_int_equal(iv, 8);
     at = ir_node_attr(n, "gs");
     assert_int_equal(at->type, IR_ATTR_GRAPHS);
     assert_int_equal(at->n, 2);
@@ -1131,7 +1144,9 @@ static void test_value_files(void **state) {
     assert_int_equal(onnx_read_value_bytes(t.d, t.n, "input_0.pb", IR_TYPE_UNKNOWN, &a, &v, &e), KILN_OK);
     assert_int_equal(v.kind, IR_TYPE_TENSOR);
     assert_string_equal(v.name, "x");
-    assert_true(((const float *)v.tensor->data)[2] == 3.0f);
+    float f3[3];
+    memcpy(f3, v.tensor->data, 12);
+    assert_true(f3[2] == 3.0f);
     /* a sequence of two tensors, guessed without a hint */
     pbw seq = {0};
     pbw_str(&seq, 1, "s");
