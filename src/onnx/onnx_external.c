@@ -156,13 +156,14 @@ static kiln_status map_ext(ir_model *m, onnx_owner *o, int32_t id, const char *p
 /* Points t at its bytes in mapped file `id`, after checking the range. */
 static kiln_status bind(onnx_owner *o, int32_t id, ir_tensor *t, const char *pre, kiln_error *err) {
     ir_external_file *ef = &o->ext[id];
-    uint64_t size = ef->file_size;
+    uint64_t size = ef->file_size, last;
+    if (kiln_add_overflow_u64(t->ext_offset, t->ext_length, &last)) last = UINT64_MAX;
     if (t->ext_offset > size || t->ext_length > size - t->ext_offset)
         return kiln_err_set(err, KILN_ERR_FORMAT,
                             "%sthe tensor reads bytes %" PRIu64 "..%" PRIu64 " of external data file '%s', but that "
                             "file has only %" PRIu64 " bytes: the data file is truncated or belongs to another "
                             "export; copy the complete file or re-export the model",
-                            pre, t->ext_offset, t->ext_offset + t->ext_length, ef->location, size);
+                            pre, t->ext_offset, last, ef->location, size);
     t->data = ef->map ? (const void *)(ef->map + t->ext_offset) : (const void *)empty_data;
     return KILN_OK;
 }

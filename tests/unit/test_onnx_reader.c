@@ -742,6 +742,22 @@ static void test_bad_varint_path(void **state) {
     pbw_free(&m);
 }
 
+/* A message-valued attribute without its message is refused (consumers rely on it). */
+static void test_attribute_without_value(void **state) {
+    (void)state;
+    pbw g = {0};
+    const char *in[] = {"c"}, *out[] = {"y"};
+    pbw n = onnx_node("If", "if_7", in, 1, out, 1);
+    pbw a = attr_of("then_branch", 5);
+    pbw_msg(&n, 5, &a);
+    pbw_msg(&g, 1, &n);
+    pbw m = onnx_model(&g, 17);
+    const char *msg = load_fail(&m, m.n);
+    assert_has(msg, "graph.node[0] 'if_7' .attribute[0] 'then_branch'");
+    assert_has(msg, "has type graph but no value");
+    pbw_free(&m);
+}
+
 static void test_length_past_enclosing(void **state) {
     (void)state;
     pbw g = {0};
@@ -1208,6 +1224,7 @@ int main(void) {
         cmocka_unit_test(test_empty_and_junk),  cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_foreign_formats), cmocka_unit_test(test_bad_varint_path),
         cmocka_unit_test(test_length_past_enclosing), cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_attribute_without_value),
         cmocka_unit_test(test_tensor_errors),   cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_external_data),   cmocka_unit_test(test_value_files),
     };
