@@ -461,7 +461,7 @@ static void check_missing_partner(build_profile_set *s, int32_t p, build_profile
     /* the shapes to propose: the nearest given point (max <- opt <- min) */
     for (int pt = 0; pt < BUILD_N_POINTS; pt++) {
         strbuf *b = in->given[pt] ? &have : &miss;
-        if (b->len) sb_append(b, " and ");
+        if (b->len) sb_append(b, in->given[pt] ? " and " : " or ");
         sb_append(b, build_shape_flag_name((build_shape_flag)pt));
         if (!in->given[pt]) {
             int src = -1;

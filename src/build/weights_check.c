@@ -179,8 +179,8 @@ static void check_tensor(ir_model *m, const ir_graph *g, ir_tensor *t, const cha
         diag_fact(diags, d, "'%s' is %s; the first is at %s; with --fp16 these become +/-inf", name,
                   tensor_type_str(a, t), multi_index(a, t, st.first_over));
         if (st.n_under)
-            diag_fact(diags, d, "%" PRIu64 " non-zero value%s also become 0 in float16", st.n_under,
-                      st.n_under == 1 ? "" : "s");
+            diag_fact(diags, d, "%" PRIu64 " non-zero value%s also become%s 0 in float16", st.n_under,
+                      st.n_under == 1 ? "" : "s", st.n_under == 1 ? "s" : "");
         fact_consumer(diags, d, g, name);
         diag_hint(diags, d, "keep the layers using '%s' in float32, rescale the weights, or replace huge fill "
                             "values (e.g. -1e9 masks) with -1e4", name);
@@ -265,7 +265,8 @@ kiln_status build_check_unused_initializers(ir_model *m, diag_list *diags, kiln_
                 diag_fact(diags, d, "'%s'", v->name);
         }
         if (n_unused > listed) diag_fact(diags, d, "... and %d more", n_unused - listed);
-        diag_hint(diags, d, "remove them to shrink the file (onnx-graphsurgeon: graph.cleanup(); or onnxsim)");
+        diag_hint(diags, d, "remove %s to shrink the file (onnx-graphsurgeon: graph.cleanup(); or onnxsim)",
+                  n_unused == 1 ? "it" : "them");
     }
     hashmap_free(&used);
     return KILN_OK;
@@ -388,7 +389,8 @@ static kiln_status dead_nodes_in_graph(ir_model *m, const ir_graph *g, diag_list
         for (int32_t k = 0; k < nd->n_outputs && k < 4; k++)
             if (nd->outputs[k] != IR_NONE) {
                 const ir_value *ov = ir_val(g, nd->outputs[k]);
-                diag_fact(diags, d, "output %d '%s' %s", k, ov->name, ir_type_str(m, &ov->type));
+                diag_fact(diags, d, "output %d '%s'%s%s", k, ov->name, ov->type.kind == IR_TYPE_UNKNOWN ? "" : " ",
+                          ov->type.kind == IR_TYPE_UNKNOWN ? "" : ir_type_str(m, &ov->type));
             }
         if (n_up)
             diag_fact(diags, d, "%d more node%s only feed%s it: %s%s", n_up, n_up == 1 ? "" : "s", n_up == 1 ? "s" : "",

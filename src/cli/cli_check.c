@@ -241,8 +241,9 @@ static void check_unsupported_ops(ir_model *m, diag_list *dl) {
     for (int32_t k = 0; k < n_ops; k++)
         sb_printf(&list, "%s%s%s%s (x%d)", k ? ", " : "", ops[k].domain[0] ? ops[k].domain : "",
                   ops[k].domain[0] ? "::" : "", ops[k].op_type, ops[k].count);
-    diag *d = diag_add(dl, DIAG_ERROR, "unsupported-op", NULL, NULL, "%d operator%s in %d node%s not supported: %s",
-                       n_ops, n_ops == 1 ? " is" : "s are", n_nodes, n_nodes == 1 ? "" : "s", sb_cstr(&list));
+    diag *d = diag_add(dl, DIAG_ERROR, "unsupported-op", NULL, NULL, "%d operator%s (%d node%s) %s not supported by kiln: %s",
+                       n_ops, n_ops == 1 ? "" : "s", n_nodes, n_nodes == 1 ? "" : "s", n_ops == 1 ? "is" : "are",
+                       sb_cstr(&list));
     sb_free(&list);
     strbuf customs;
     sb_init(&customs);
