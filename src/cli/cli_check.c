@@ -276,35 +276,47 @@ done:
 
 /* ---- profile points ------------------------------------------------------------------- */
 
+/* Whether points a and b of profile p give every input the same shape. */
+static bool same_point(const build_profile_set *ps, int32_t p, int a, int b, ir_input_shape *x, ir_input_shape *y,
+                       int32_t cap) {
+    int32_t na = build_profile_point_shapes(ps, p, (build_point)a, x, cap);
+    int32_t nb = build_profile_point_shapes(ps, p, (build_point)b, y, cap);
+    if (na != nb) return false;
+    for (int32_t i = 0; i < na; i++)
+        if (x[i].rank != y[i].rank || strcmp(x[i].name, y[i].name) ||
+            (x[i].rank && memcmp(x[i].dims, y[i].dims, sizeof(int64_t) * (size_t)x[i].rank)))
+            return false;
+    return true;
+}
+
 /* Re-runs inference at each profile point; reports errors that the symbolic run did not
  * already report, naming the profile and point. */
 static kiln_status check_profile_points(ir_model *m, build_profile_set *ps, diag_list *dl, int32_t base_n,
                                         kiln_error *err) {
-    ir_input_shape *shapes = NULL;
     int32_t cap = 0;
     for (int32_t p = 0; p < ps->n_profiles; p++)
         if (ps->profiles[p].n_inputs > cap) cap = ps->profiles[p].n_inputs;
     if (!cap) return KILN_OK;
-    shapes = calloc((size_t)cap, sizeof *shapes);
+    ir_input_shape *shapes = calloc((size_t)cap * 3, sizeof *shapes);
     if (!shapes) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    ir_input_shape *sx = shapes + cap, *sy = shapes + 2 * cap;
     int32_t first_point = dl->n; /* diagnostics from points start here */
     kiln_status st = KILN_OK;
     for (int32_t p = 0; p < ps->n_profiles && st == KILN_OK; p++) {
         for (int pt = 0; pt < BUILD_N_POINTS; pt++) {
+            /* identical points (opt == min, --shapes) run once, named together */
+            bool seen = false;
+            for (int prev = 0; prev < pt && !seen; prev++) seen = same_point(ps, p, prev, pt, sx, sy, cap);
+            if (seen) continue;
+            char names[32];
+            snprintf(names, sizeof names, "%s", build_point_name((build_point)pt));
+            for (int later = pt + 1; later < BUILD_N_POINTS; later++)
+                if (same_point(ps, p, pt, later, sx, sy, cap)) {
+                    size_t len = strlen(names);
+                    snprintf(names + len, sizeof names - len, "/%s", build_point_name((build_point)later));
+                }
             int32_t n = build_profile_point_shapes(ps, p, (build_point)pt, shapes, cap);
             if (!n) continue;
-            /* identical points (opt == min, --shapes) need no second run */
-            bool same = false;
-            for (int prev = 0; prev < pt && !same; prev++) {
-                ir_input_shape tmp[64];
-                int32_t pn = build_profile_point_shapes(ps, p, (build_point)prev, tmp, 64);
-                if (pn != n || n > 64) continue;
-                same = true;
-                for (int32_t i = 0; i < n && same; i++)
-                    same = tmp[i].rank == shapes[i].rank &&
-                           (!tmp[i].rank || !memcmp(tmp[i].dims, shapes[i].dims, sizeof(int64_t) * (size_t)tmp[i].rank));
-            }
-            if (same) continue;
             diag_list tmp;
             diag_list_init(&tmp);
             ir_infer_options io = {shapes, n, false};
@@ -314,23 +326,27 @@ static kiln_status check_profile_points(ir_model *m, build_profile_set *ps, diag
                 diag_list_free(&tmp);
                 break;
             }
-            const char *where = arena_printf(&dl->arena, "at profile %d %s shapes (%s)", p,
-                                             build_point_name((build_point)pt),
+            const char *where = arena_printf(&dl->arena, "at profile %d %s shapes (%s)", p, names,
                                              build_point_shapes_str(&dl->arena, shapes, n));
             for (int32_t i = 0; i < tmp.n; i++) {
                 const diag *d = &tmp.items[i];
                 if (d->severity != DIAG_ERROR) continue; /* warnings repeat the symbolic run's */
+                /* one diagnostic per (code, node): the first point reports in full, later
+                 * points add a line; what the symbolic run already said is not repeated */
                 int32_t dup = -1;
                 for (int32_t k = 0; k < dl->n && dup < 0; k++) {
                     const diag *e = &dl->items[k];
                     if (k >= base_n && k < first_point) continue; /* not inference diagnostics */
-                    if (!strcmp(e->code, d->code) && !strcmp(e->message, d->message) &&
-                        ((!e->node && !d->node) || (e->node && d->node && !strcmp(e->node, d->node))))
+                    if (strcmp(e->code, d->code)) continue;
+                    if (d->node ? (e->node && !strcmp(e->node, d->node)) : (!e->node && !strcmp(e->message, d->message)))
                         dup = k;
                 }
-                if (dup >= 0 && dup < base_n) continue; /* already reported without a profile */
+                if (dup >= 0 && dup < base_n) continue;
                 if (dup >= 0) {
-                    diag_fact(dl, &dl->items[dup], "also %s", where);
+                    if (!strcmp(dl->items[dup].message, d->message))
+                        diag_fact(dl, &dl->items[dup], "also %s", where);
+                    else
+                        diag_fact(dl, &dl->items[dup], "also %s: %s", where, d->message);
                     continue;
                 }
                 diag *c = diag_copy(dl, d);
