@@ -52,7 +52,7 @@ static kiln_status shape_size(kiln_dtype dtype, int32_t rank, const int64_t *dim
 
 kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims,
                             kiln_error *err) {
-    uint64_t count, nbytes;
+    uint64_t count = 0, nbytes = 0;
     kiln_status st = shape_size(dtype, rank, dims, &count, &nbytes, err);
     if (st != KILN_OK) return st;
     rt_tensor_release(t);
