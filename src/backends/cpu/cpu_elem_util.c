@@ -200,8 +200,8 @@ const int64_t *cpu_attr_ints(const ir_node *node, const char *name, int32_t *n) 
 typedef struct strided_job {
     size_t esize;
     int32_t rank; /* collapsed, >= 1; the last dim is the inner loop */
-    int64_t dims[RT_MAX_RANK];
-    int64_t ds[RT_MAX_RANK], ss[RT_MAX_RANK];
+    int64_t dims[CPU_COPY_MAX_RANK];
+    int64_t ds[CPU_COPY_MAX_RANK], ss[CPU_COPY_MAX_RANK];
     char *dst;
     const char *src;
 } strided_job;
@@ -232,7 +232,7 @@ static void copy_row(size_t esize, char *d, int64_t dstep, const char *s, int64_
 static void strided_rows(void *user, int64_t begin, int64_t end) {
     const strided_job *j = user;
     int32_t r = j->rank;
-    int64_t idx[RT_MAX_RANK];
+    int64_t idx[CPU_COPY_MAX_RANK];
     int64_t rem = begin;
     int64_t doff = 0, soff = 0;
     for (int32_t k = r - 2; k >= 0; k--) {
@@ -290,4 +290,23 @@ void cpu_strided_copy(cpu_threadpool *pool, size_t esize, int32_t rank, const in
     if (grain < 1) grain = 1;
     if (rows == 1 || total < CPU_ELEM_GRAIN) strided_rows(&j, 0, rows);
     else cpu_parallel_for(pool, rows, grain, strided_rows, &j);
+}
+
+kiln_status cpu_ints_input_or_attr(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, int32_t idx,
+                                   const char *attr, int64_t *out, int32_t max, int32_t *n, bool *present) {
+    const rt_tensor *t = idx >= 0 ? cpu_in(inputs, n_in, idx) : NULL;
+    *n = 0;
+    *present = false;
+    if (t) {
+        *present = true;
+        return cpu_read_ints(ctx, t, attr, out, max, n);
+    }
+    int32_t na;
+    const int64_t *a = attr ? cpu_attr_ints(ctx->node, attr, &na) : NULL;
+    if (!a) return KILN_OK;
+    if (na > max) return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "attribute '%s' has too many entries (%d)", attr, (int)na);
+    memcpy(out, a, sizeof(int64_t) * (size_t)na);
+    *n = na;
+    *present = true;
+    return KILN_OK;
 }

@@ -19,6 +19,9 @@
 
 #include "backends/cpu/cpu_kernel.h"
 
+/* Most dims cpu_strided_copy takes (Tile views a tensor as [r0, d0, r1, d1, ...]). */
+#define CPU_COPY_MAX_RANK (2 * RT_MAX_RANK)
+
 /* Elements per parallel chunk for cheap elementwise work. */
 #define CPU_ELEM_GRAIN 32768
 
@@ -77,7 +80,7 @@ kiln_status cpu_strings_own(cpu_kernel_ctx *ctx, rt_tensor *t);
 kiln_status cpu_copy_reshaped(cpu_kernel_ctx *ctx, const rt_tensor *in, rt_value *outputs, int32_t n_out,
                               int32_t rank, const int64_t *dims);
 
-/* Copies a rank-`rank` block of `dims` elements of `esize` bytes: element (i0..in) is
+/* Copies a rank-`rank` (<= CPU_COPY_MAX_RANK) block of `dims` elements of `esize` bytes: element (i0..in) is
  * read at src + sum(i_k * src_strides[k]) * esize and written at dst + sum(i_k *
  * dst_strides[k]) * esize. Strides are in elements and may be 0 or negative. Collapses
  * contiguous dims and runs in parallel for large blocks. */
@@ -86,6 +89,11 @@ void cpu_strided_copy(cpu_threadpool *pool, size_t esize, int32_t rank, const in
 
 /* Row-major element strides of a shape. */
 void cpu_contiguous_strides(int32_t rank, const int64_t *dims, int64_t *strides);
+
+/* An int list from optional input `idx` when given, else from attribute `attr` (old
+ * opsets), else absent (*present = false). */
+kiln_status cpu_ints_input_or_attr(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, int32_t idx,
+                                   const char *attr, int64_t *out, int32_t max, int32_t *n, bool *present);
 
 /* Attribute list of ints (NULL and *n = 0 when absent). */
 const int64_t *cpu_attr_ints(const ir_node *node, const char *name, int32_t *n);
