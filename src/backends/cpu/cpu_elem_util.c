@@ -120,7 +120,7 @@ kiln_status cpu_read_scalar_f64(cpu_kernel_ctx *ctx, const rt_tensor *t, const c
     return st;
 }
 
-kiln_status cpu_norm_axis(cpu_kernel_ctx *ctx, int64_t axis, int32_t rank, const char *what, int32_t *out) {
+kiln_status cpu_check_axis(cpu_kernel_ctx *ctx, int64_t axis, int32_t rank, const char *what, int32_t *out) {
     if (axis < -(int64_t)rank || axis >= (int64_t)rank)
         return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "%s %" PRId64 " is out of range for rank %d (valid: %d..%d)",
                                what, axis, (int)rank, -(int)rank, (int)rank - 1);

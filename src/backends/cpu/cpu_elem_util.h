@@ -62,7 +62,7 @@ kiln_status cpu_read_scalar_i64(cpu_kernel_ctx *ctx, const rt_tensor *t, const c
 kiln_status cpu_read_scalar_f64(cpu_kernel_ctx *ctx, const rt_tensor *t, const char *what, double *out);
 
 /* Normalises axis into [0, rank) (negative counts from the end); fails with a message. */
-kiln_status cpu_norm_axis(cpu_kernel_ctx *ctx, int64_t axis, int32_t rank, const char *what, int32_t *out);
+kiln_status cpu_check_axis(cpu_kernel_ctx *ctx, int64_t axis, int32_t rank, const char *what, int32_t *out);
 
 /* Checks the input exists as a tensor. */
 kiln_status cpu_need_input(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, int32_t i,

@@ -56,7 +56,7 @@ KERNEL(Gather) {
     if (st == KILN_OK) st = index_tensor(ctx, ind);
     if (st != KILN_OK) return st;
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     int32_t r = x->rank - 1 + ind->rank;
     if (r > RT_MAX_RANK) return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "output rank %d is too large", (int)r);
@@ -105,7 +105,7 @@ KERNEL(GatherElements) {
         return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "indices rank %d differs from data rank %d", (int)ind->rank,
                                (int)x->rank);
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     for (int32_t i = 0; i < x->rank; i++)
         if (i != axis && ind->dims[i] > x->dims[i])
@@ -268,7 +268,7 @@ static kiln_status scatter_elements(cpu_kernel_ctx *ctx, const rt_value *const *
     if (red != RED_NONE && x->dtype == KILN_DTYPE_STRING)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "reductions on strings are not supported");
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     for (int32_t i = 0; i < x->rank; i++)
         if (i != axis && ind->dims[i] > x->dims[i])

@@ -59,7 +59,7 @@ KERNEL(Slice) {
     }
     for (int32_t k = 0; k < ns; k++) {
         int32_t a;
-        st = cpu_norm_axis(ctx, p3 ? axes[k] : k, x->rank, "axis", &a);
+        st = cpu_check_axis(ctx, p3 ? axes[k] : k, x->rank, "axis", &a);
         if (st != KILN_OK) return st;
         if (done[a]) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "axis %d is repeated", (int)a);
         done[a] = true;
@@ -132,7 +132,7 @@ KERNEL(TopK) {
     else k = ir_node_attr_int(ctx->node, "k", -1);
     if (st != KILN_OK) return st;
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", -1), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", -1), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     int64_t n = x->dims[axis];
     if (k < 0 || k > n)
@@ -243,7 +243,7 @@ KERNEL(Unique) {
     unique_ctx u = {.x = x};
     int32_t axis = -1;
     if (axis_attr) {
-        st = cpu_norm_axis(ctx, axis_attr->i, x->rank, "axis", &axis);
+        st = cpu_check_axis(ctx, axis_attr->i, x->rank, "axis", &axis);
         if (st != KILN_OK) return st;
         u.n = x->dims[axis];
         u.outer = u.inner = 1;
@@ -334,7 +334,7 @@ KERNEL(Compress) {
     int64_t outer = 1, inner = 1, n = (int64_t)x->count;
     int32_t axis = -1;
     if (aa) {
-        st = cpu_norm_axis(ctx, aa->i, x->rank, "axis", &axis);
+        st = cpu_check_axis(ctx, aa->i, x->rank, "axis", &axis);
         if (st != KILN_OK) return st;
         n = x->dims[axis];
         for (int32_t i = 0; i < axis; i++) outer *= x->dims[i];
@@ -387,7 +387,7 @@ KERNEL(OneHot) {
     int64_t depth = (int64_t)depth_f;
     int32_t r = ind->rank + 1, axis;
     if (r > RT_MAX_RANK) return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "output rank too large");
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", -1), r, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", -1), r, "axis", &axis);
     if (st != KILN_OK) return st;
     int64_t d[RT_MAX_RANK];
     for (int32_t i = 0, j = 0; i < r; i++) d[i] = i == axis ? depth : ind->dims[j++];
@@ -452,7 +452,7 @@ KERNEL(CumSum) {
     int64_t a64;
     int32_t axis;
     st = cpu_read_scalar_i64(ctx, at, "axis", &a64);
-    if (st == KILN_OK) st = cpu_norm_axis(ctx, a64, x->rank, "axis", &axis);
+    if (st == KILN_OK) st = cpu_check_axis(ctx, a64, x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     bool excl = ir_node_attr_int(ctx->node, "exclusive", 0) != 0, rev = ir_node_attr_int(ctx->node, "reverse", 0) != 0;
     rt_tensor *y = NULL;

@@ -64,7 +64,7 @@ KERNEL(Pad) {
     int64_t before[RT_MAX_RANK] = {0}, after[RT_MAX_RANK] = {0};
     for (int32_t k = 0; k < na; k++) {
         int32_t a;
-        st = cpu_norm_axis(ctx, axes[k], r, "axis", &a);
+        st = cpu_check_axis(ctx, axes[k], r, "axis", &a);
         if (st != KILN_OK) return st;
         before[a] = pads_in[k];
         after[a] = pads_in[k + na];

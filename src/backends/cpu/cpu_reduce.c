@@ -208,7 +208,7 @@ static kiln_status reduce(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     } else {
         for (int32_t k = 0; k < na; k++) {
             int32_t a;
-            st = cpu_norm_axis(ctx, axes[k], x->rank, "axis", &a);
+            st = cpu_check_axis(ctx, axes[k], x->rank, "axis", &a);
             if (st != KILN_OK) return st;
             red[a] = true;
         }
@@ -266,7 +266,7 @@ static kiln_status arg_reduce(cpu_kernel_ctx *ctx, const rt_value *const *inputs
           cpu_dtype_is_half(x->dtype)) || !cpu_elem_size(x->dtype))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(x->dtype));
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     bool keep = ir_node_attr_int(ctx->node, "keepdims", 1) != 0;
     bool last = ir_node_attr_int(ctx->node, "select_last_index", 0) != 0;

@@ -94,7 +94,7 @@ KERNEL(Squeeze) {
     } else {
         for (int32_t k = 0; k < na; k++) {
             int32_t a;
-            st = cpu_norm_axis(ctx, axes[k], x->rank, "axis", &a);
+            st = cpu_check_axis(ctx, axes[k], x->rank, "axis", &a);
             if (st != KILN_OK) return st;
             if (x->dims[a] != 1)
                 return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "cannot squeeze axis %d of size %" PRId64, (int)a,
@@ -123,7 +123,7 @@ KERNEL(Unsqueeze) {
     bool ins[RT_MAX_RANK] = {false};
     for (int32_t k = 0; k < na; k++) {
         int32_t a;
-        st = cpu_norm_axis(ctx, axes[k], r, "axis", &a);
+        st = cpu_check_axis(ctx, axes[k], r, "axis", &a);
         if (st != KILN_OK) return st;
         if (ins[a]) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "axis %d is repeated", (int)a);
         ins[a] = true;
@@ -182,7 +182,7 @@ KERNEL(Transpose) {
                                    (int)x->rank);
         bool seen[RT_MAX_RANK] = {false};
         for (int32_t i = 0; i < np; i++) {
-            st = cpu_norm_axis(ctx, pa[i], x->rank, "perm entry", &perm[i]);
+            st = cpu_check_axis(ctx, pa[i], x->rank, "perm entry", &perm[i]);
             if (st != KILN_OK) return st;
             if (seen[perm[i]]) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "perm repeats axis %d", (int)perm[i]);
             seen[perm[i]] = true;
@@ -211,7 +211,7 @@ KERNEL(Concat) {
     if (st == KILN_OK) st = movable(ctx, x0);
     if (st != KILN_OK) return st;
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x0->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x0->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     int64_t d[RT_MAX_RANK];
     memcpy(d, x0->dims, sizeof(int64_t) * (size_t)x0->rank);
@@ -255,7 +255,7 @@ KERNEL(Split) {
     if (st == KILN_OK) st = movable(ctx, x);
     if (st != KILN_OK) return st;
     int32_t axis;
-    st = cpu_norm_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
+    st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
     if (st != KILN_OK) return st;
     if (n_out < 1 || n_out > 4096) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "bad output count %d", (int)n_out);
     int64_t sizes[4096];
