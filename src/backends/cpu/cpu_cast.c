@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_elem_util.h"
+#include "backends/cpu/cpu_lowp.h"
 
 #define CAST_BLOCK 512
 
@@ -146,11 +147,38 @@ static void from_string(const rt_tensor *x, rt_tensor *y) {
     }
 }
 
+/* ---- float8 / float4 / int4 / int2: element by element through double -------------- */
+
+static kiln_status cast_lowp(cpu_kernel_ctx *ctx, const rt_tensor *x, kiln_dtype to, rt_value *outputs,
+                             int32_t n_out) {
+    bool saturate = ir_node_attr_int(ctx->node, "saturate", 1) != 0;
+    cpu_round_mode rm = CPU_ROUND_UP;
+    const ir_attr *ra = ir_node_attr(ctx->node, "round_mode");
+    if (ra && ra->type == IR_ATTR_STRING) {
+        if (ra->s.len == 4 && !memcmp(ra->s.data, "down", 4)) rm = CPU_ROUND_DOWN;
+        else if (ra->s.len == 7 && !memcmp(ra->s.data, "nearest", 7)) rm = CPU_ROUND_NEAREST;
+    }
+    rt_tensor *y = NULL;
+    kiln_status st = cpu_alloc_out(ctx, outputs, n_out, 0, to, x->rank, x->dims, &y);
+    if (st != KILN_OK) return st;
+    if (y->nbytes) memset(y->data, 0, (size_t)y->nbytes);
+    bool lin = cpu_lowp_dtype(x->dtype), lout = cpu_lowp_dtype(to);
+    for (uint64_t i = 0; i < x->count; i++) {
+        double v = lin ? cpu_lowp_load(x->data, x->dtype, i) : cpu_load_f64(x->data, x->dtype, i);
+        if (lout) cpu_lowp_store(y->data, to, i, v, saturate, rm);
+        else cpu_store_f64(y->data, to, i, v);
+    }
+    return KILN_OK;
+}
+
 /* ---- kernels ------------------------------------------------------------------------ */
 
 static kiln_status cast_to(cpu_kernel_ctx *ctx, const rt_tensor *x, kiln_dtype to, rt_value *outputs, int32_t n_out) {
     if (!kiln_dtype_valid((int)to) || to == KILN_DTYPE_UNDEFINED)
         return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "target dtype %d is not a valid ONNX type", (int)to);
+    if ((cpu_lowp_dtype(x->dtype) || cpu_lowp_dtype(to)) && x->dtype != to &&
+        (castable(x->dtype) || cpu_lowp_dtype(x->dtype)) && (castable(to) || cpu_lowp_dtype(to)))
+        return cast_lowp(ctx, x, to, outputs, n_out);
     bool from_ok = castable(x->dtype) || x->dtype == KILN_DTYPE_STRING;
     bool to_ok = castable(to) || to == KILN_DTYPE_STRING;
     if (!from_ok || !to_ok)

@@ -173,7 +173,7 @@ KERNEL(Range) {
     if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 2, &dl);
     if (st != KILN_OK) return st;
     kiln_dtype dt = s->dtype;
-    bool ok = dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_DOUBLE || dt == KILN_DTYPE_INT16 || dt == KILN_DTYPE_INT32 ||
+    bool ok = dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_DOUBLE || cpu_dtype_is_half(dt) || dt == KILN_DTYPE_INT16 || dt == KILN_DTYPE_INT32 ||
               dt == KILN_DTYPE_INT64;
     if (!ok || l->dtype != dt || dl->dtype != dt)
         return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "start, limit and delta must share a supported dtype");
@@ -201,7 +201,7 @@ KERNEL(Range) {
         float a = (float)start, b = (float)delta;
         for (int64_t i = 0; i < n; i++) ((float *)y->data)[i] = a + (float)i * b;
     } else {
-        for (int64_t i = 0; i < n; i++) ((double *)y->data)[i] = start + (double)i * delta;
+        for (int64_t i = 0; i < n; i++) cpu_store_f64(y->data, dt, (uint64_t)i, start + (double)i * delta);
     }
     return KILN_OK;
 }

@@ -193,7 +193,8 @@ static kiln_status reduce(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
     if (st != KILN_OK) return st;
     bool num = (kiln_dtype_is_integer(x->dtype) || x->dtype == KILN_DTYPE_FLOAT || x->dtype == KILN_DTYPE_DOUBLE ||
-                cpu_dtype_is_half(x->dtype)) && cpu_elem_size(x->dtype);
+                cpu_dtype_is_half(x->dtype) || (x->dtype == KILN_DTYPE_BOOL && (op == R_MAX || op == R_MIN))) &&
+               cpu_elem_size(x->dtype);
     if (!num) return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(x->dtype));
     int64_t axes[RT_MAX_RANK];
     int32_t na;
@@ -214,7 +215,7 @@ static kiln_status reduce(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
         }
     }
     red_plan p = {.op = op, .x = x, .rcount = 1};
-    p.ints = kiln_dtype_is_integer(x->dtype) && op != R_L2 && op != R_LOGSUM && op != R_LOGSUMEXP;
+    p.ints = (kiln_dtype_is_integer(x->dtype) || x->dtype == KILN_DTYPE_BOOL) && op != R_L2 && op != R_LOGSUM && op != R_LOGSUMEXP;
     int64_t xs[RT_MAX_RANK], d[RT_MAX_RANK];
     cpu_contiguous_strides(x->rank, x->dims, xs);
     int32_t r = 0;

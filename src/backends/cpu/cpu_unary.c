@@ -106,7 +106,8 @@ static inline float fast_tanhf(float x) {
 #define E_MISH(x, T, p) ((x) * tanh(E_SOFTPLUS(x, T, p)))
 #define E_SHRINK(x, T, p) \
     ((x) < -(T)(p)->alpha ? (x) + (T)(p)->beta : (x) > (T)(p)->alpha ? (x) - (T)(p)->beta : (T)0)
-#define E_CLIP(x, T, p) ((x) < (T)(p)->lo ? (T)(p)->lo : (x) > (T)(p)->hi ? (T)(p)->hi : (x))
+/* max first, then min: when min > max every value becomes max (the spec's rule) */
+#define E_CLIP(x, T, p) ((x) != (x) ? (x) : fmin(fmax(x, (T)(p)->lo), (T)(p)->hi))
 
 #define UN_LOOP(NAME, T, EXPR)                                                           \
     static void NAME(const void *xv, void *yv, int64_t n, const un_params *p) {          \
@@ -148,7 +149,8 @@ UN_LOOP(tanh_f64, double, E_TANH)
 #define I_SIGN(x, T, p) ((T)((x) > 0 ? 1 : (x) < 0 ? -1 : 0))
 #define I_RELU(x, T, p) ((x) > 0 ? (x) : (T)0)
 #define I_BNOT(x, T, p) ((T) ~(x))
-#define I_CLIP(x, T, p) ((double)(x) < (p)->lo ? (T)(p)->lo : (double)(x) > (p)->hi ? (T)(p)->hi : (x))
+#define I_CLIP(x, T, p) \
+    ((double)(x) > (p)->hi || (p)->lo > (p)->hi ? (T)(p)->hi : (double)(x) < (p)->lo ? (T)(p)->lo : (x))
 #define I_SHRINK(x, T, p)                                                                              \
     ((double)(x) < -(double)(p)->alpha    ? (T)cpu_f64_to_i64((double)(x) + (p)->beta)                \
      : (double)(x) > (double)(p)->alpha ? (T)cpu_f64_to_i64((double)(x) - (p)->beta)                \
