@@ -1,5 +1,5 @@
 /* cpu_index_ops.c - ops that select or rearrange elements by position or value: Slice,
- * TopK, NonZero, Unique, Compress, OneHot, Trilu, CumSum, ReverseSequence.
+ * TopK, NonZero, Unique, Compress, OneHot, Trilu, CumSum, CumProd, ReverseSequence.
  *
  * Slice is one strided copy (offset start, stride step). The value-ordering ops (TopK,
  * Unique) compare through double (strings bytewise) and sort (value, position) pairs,
@@ -440,9 +440,10 @@ KERNEL(Trilu) {
     return cpu_strings_own(ctx, y);
 }
 
-/* ---- CumSum ------------------------------------------------------------------------- */
+/* ---- CumSum / CumProd ------------------------------------------------------------------------- */
 
-KERNEL(CumSum) {
+static kiln_status cumulate(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                           int32_t n_out, bool prod) {
     const rt_tensor *x, *at;
     kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
     if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &at);
@@ -464,27 +465,30 @@ KERNEL(CumSum) {
     bool ints = kiln_dtype_is_integer(x->dtype);
     for (int64_t a = 0; a < outer; a++)
         for (int64_t c = 0; c < inner; c++) {
-            double accf = 0;
-            int64_t acci = 0;
+            double accf = prod ? 1 : 0;
+            int64_t acci = prod ? 1 : 0;
             for (int64_t t = 0; t < n; t++) {
                 int64_t j = rev ? n - 1 - t : t;
                 uint64_t p = (uint64_t)((a * n + j) * inner + c);
                 if (ints) {
                     int64_t v = cpu_load_i64(x->data, x->dtype, p);
-                    if (!excl) acci = (int64_t)((uint64_t)acci + (uint64_t)v);
+                    if (!excl) acci = prod ? (int64_t)((uint64_t)acci * (uint64_t)v) : (int64_t)((uint64_t)acci + (uint64_t)v);
                     if (x->dtype == KILN_DTYPE_INT64 || x->dtype == KILN_DTYPE_UINT64) ((int64_t *)y->data)[p] = acci;
                     else cpu_store_f64(y->data, x->dtype, p, (double)acci);
-                    if (excl) acci = (int64_t)((uint64_t)acci + (uint64_t)v);
+                    if (excl) acci = prod ? (int64_t)((uint64_t)acci * (uint64_t)v) : (int64_t)((uint64_t)acci + (uint64_t)v);
                 } else {
                     double v = cpu_load_f64(x->data, x->dtype, p);
-                    if (!excl) accf += v;
+                    if (!excl) accf = prod ? accf * v : accf + v;
                     cpu_store_f64(y->data, x->dtype, p, accf);
-                    if (excl) accf += v;
+                    if (excl) accf = prod ? accf * v : accf + v;
                 }
             }
         }
     return KILN_OK;
 }
+
+KERNEL(CumSum) { return cumulate(ctx, inputs, n_in, outputs, n_out, false); }
+KERNEL(CumProd) { return cumulate(ctx, inputs, n_in, outputs, n_out, true); }
 
 /* ---- ReverseSequence ---------------------------------------------------------------- */
 

@@ -1,4 +1,5 @@
-/* cpu_misc_ops.c - tensor generators and padding: Pad, ConstantOfShape, Range, EyeLike.
+/* cpu_misc_ops.c - tensor generators, padding and small ops: Pad, ConstantOfShape, Range,
+ * EyeLike, Hann/Hamming/BlackmanWindow, BitCast, Dropout (inference).
  *
  * Pad maps every output coordinate back to an input coordinate per axis (constant:
  * outside -> the pad value; edge: clamp; reflect: mirror without repeating the edge;
@@ -232,4 +233,80 @@ KERNEL(EyeLike) {
         if (j >= 0 && j < x->dims[1]) cpu_store_f64(y->data, dt, (uint64_t)(i * x->dims[1] + j), 1.0);
     }
     return KILN_OK;
+}
+
+/* ---- Hann / Hamming / Blackman windows ---------------------------------------------- */
+
+static kiln_status window(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                          int32_t n_out, double a0, double a1, double a2) {
+    const rt_tensor *st_in;
+    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &st_in);
+    int64_t n = 0;
+    if (st == KILN_OK) st = cpu_read_scalar_i64(ctx, st_in, "size", &n);
+    if (st != KILN_OK) return st;
+    if (n < 0 || (uint64_t)n > GEN_MAX_ELEMS) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "size %" PRId64 " is invalid", n);
+    int64_t odt = ir_node_attr_int(ctx->node, "output_datatype", KILN_DTYPE_FLOAT);
+    if (odt <= 0 || odt >= KILN_DTYPE_COUNT || !cpu_elem_size((kiln_dtype)odt) || odt == KILN_DTYPE_STRING ||
+        odt == KILN_DTYPE_BOOL)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "output_datatype %" PRId64 " is not supported", odt);
+    bool periodic = ir_node_attr_int(ctx->node, "periodic", 1) != 0;
+    rt_tensor *y = NULL;
+    st = cpu_alloc_out(ctx, outputs, n_out, 0, (kiln_dtype)odt, 1, &n, &y);
+    if (st != KILN_OK) return st;
+    double den = periodic ? (double)n : (double)(n - 1);
+    const double pi = 3.14159265358979323846;
+    for (int64_t i = 0; i < n; i++) {
+        double t = den > 0 ? 2 * pi * (double)i / den : 0;
+        cpu_store_f64(y->data, y->dtype, (uint64_t)i, a0 - a1 * cos(t) + a2 * cos(2 * t));
+    }
+    return KILN_OK;
+}
+
+KERNEL(HannWindow) { return window(ctx, inputs, n_in, outputs, n_out, 0.5, 0.5, 0.0); }
+KERNEL(HammingWindow) { return window(ctx, inputs, n_in, outputs, n_out, 25.0 / 46.0, 21.0 / 46.0, 0.0); }
+KERNEL(BlackmanWindow) { return window(ctx, inputs, n_in, outputs, n_out, 0.42, 0.5, 0.08); }
+
+/* ---- BitCast: same bytes, another dtype of the same width --------------------------- */
+
+KERNEL(BitCast) {
+    const rt_tensor *x;
+    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
+    if (st != KILN_OK) return st;
+    int64_t to = ir_node_attr_int(ctx->node, "to", 0);
+    if (to <= 0 || to >= KILN_DTYPE_COUNT)
+        return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "attribute 'to' = %" PRId64 " is not a dtype", to);
+    size_t a = cpu_elem_size(x->dtype), b = cpu_elem_size((kiln_dtype)to);
+    if (!a || a != b || x->dtype == KILN_DTYPE_STRING || to == KILN_DTYPE_STRING)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "bit-casting %s to %s (different widths) is not supported",
+                               kiln_dtype_name(x->dtype), kiln_dtype_name((kiln_dtype)to));
+    rt_tensor *y = NULL;
+    st = cpu_alloc_out(ctx, outputs, n_out, 0, (kiln_dtype)to, x->rank, x->dims, &y);
+    if (st == KILN_OK && x->nbytes) memcpy(y->data, x->data, (size_t)x->nbytes);
+    if (st == KILN_OK && to == KILN_DTYPE_BOOL)
+        for (uint64_t i = 0; i < y->count; i++) ((uint8_t *)y->data)[i] = ((uint8_t *)y->data)[i] != 0;
+    return st;
+}
+
+/* ---- Dropout: identity at inference ------------------------------------------------- */
+
+KERNEL(Dropout) {
+    const rt_tensor *x;
+    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
+    if (st != KILN_OK) return st;
+    double ratio = ir_node_attr_float(ctx->node, "ratio", 0.5f);
+    const rt_tensor *rt = cpu_in(inputs, n_in, 1), *tm = cpu_in(inputs, n_in, 2);
+    if (rt && rt->count) st = cpu_read_scalar_f64(ctx, rt, "ratio", &ratio);
+    int64_t training = 0;
+    if (st == KILN_OK && tm && tm->count) st = cpu_read_scalar_i64(ctx, tm, "training_mode", &training);
+    if (st != KILN_OK) return st;
+    if (training && ratio != 0)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED,
+                               "training-mode Dropout draws random numbers; kiln runs inference only");
+    st = cpu_copy_reshaped(ctx, x, outputs, n_out, x->rank, x->dims);
+    if (st == KILN_OK && n_out > 1) {
+        rt_tensor *m = NULL;
+        st = cpu_alloc_out(ctx, outputs, n_out, 1, KILN_DTYPE_BOOL, x->rank, x->dims, &m);
+        if (st == KILN_OK && m->nbytes) memset(m->data, 1, (size_t)m->nbytes);
+    }
+    return st;
 }
