@@ -102,3 +102,46 @@ bool cpu_out_wanted(const cpu_kernel_ctx *ctx, int32_t n_out, int32_t i) {
     if (ctx->node && i < ctx->node->n_outputs && ctx->node->outputs[i] == IR_NONE) return false;
     return true;
 }
+
+#define FB_MAX_IN 32
+
+kiln_status cpu_fbuf_call_f32(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                              int32_t n_out, cpu_kernel_fn fn) {
+    if (n_in > FB_MAX_IN) return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "too many inputs");
+    rt_value conv[FB_MAX_IN];
+    const rt_value *args[FB_MAX_IN] = {0};
+    kiln_dtype orig = KILN_DTYPE_UNDEFINED;
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < n_in; i++) {
+        rt_value_init(&conv[i]);
+        args[i] = inputs[i];
+        const rt_tensor *t = cpu_in(inputs, n_in, i);
+        if (st != KILN_OK || !t || t->dtype == KILN_DTYPE_FLOAT || !cpu_fbuf_dtype_ok(t->dtype)) continue;
+        if (orig == KILN_DTYPE_UNDEFINED) orig = t->dtype;
+        rt_tensor *c = rt_value_as_tensor(&conv[i]);
+        st = rt_tensor_alloc(c, KILN_DTYPE_FLOAT, t->rank, t->dims, ctx->err);
+        if (st != KILN_OK) continue;
+        if (t->dtype == KILN_DTYPE_DOUBLE) {
+            const double *s = t->data;
+            float *d = c->data;
+            for (uint64_t k = 0; k < t->count; k++) d[k] = (float)s[k];
+        } else {
+            cpu_half_to_f32(t->dtype, t->data, c->data, (int64_t)t->count);
+        }
+        args[i] = &conv[i];
+    }
+    if (st == KILN_OK) st = fn(ctx, args, n_in, outputs, n_out);
+    for (int32_t i = 0; i < n_in; i++) rt_value_release(&conv[i]);
+    if (st != KILN_OK || orig == KILN_DTYPE_UNDEFINED) return st;
+    for (int32_t o = 0; o < n_out; o++) {
+        if (outputs[o].kind != IR_TYPE_TENSOR || outputs[o].t.dtype != KILN_DTYPE_FLOAT) continue;
+        rt_tensor tmp;
+        memset(&tmp, 0, sizeof tmp);
+        st = rt_tensor_alloc(&tmp, orig, outputs[o].t.rank, outputs[o].t.dims, ctx->err);
+        if (st != KILN_OK) return st;
+        cpu_fbuf_put(&tmp, outputs[o].t.data, (int64_t)outputs[o].t.count);
+        rt_tensor_release(&outputs[o].t);
+        outputs[o].t = tmp;
+    }
+    return KILN_OK;
+}

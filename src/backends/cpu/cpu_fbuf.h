@@ -41,4 +41,11 @@ void cpu_fbuf_finish(rt_tensor *t, float *scratch);
 /* Whether output i is wanted (present and named). */
 bool cpu_out_wanted(const cpu_kernel_ctx *ctx, int32_t n_out, int32_t i);
 
+/* Runs a float32-only kernel on float16/bfloat16/float64 inputs: every input tensor of
+ * those types is converted to a float32 copy, fn runs, and every float32 output is
+ * converted back to the type of the first converted input. Used by kernels whose fast
+ * path is float32 (Softmax, Conv, ...) to accept the other float types. */
+kiln_status cpu_fbuf_call_f32(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                              int32_t n_out, cpu_kernel_fn fn);
+
 #endif

@@ -227,12 +227,13 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = x->dims[0];
     ydims[1] = x->dims[1];
-    if (osh) {
-        if (osh->dtype != KILN_DTYPE_INT64 || osh->count != (uint64_t)x->rank)
-            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape must be int64 with %d entries", x->rank);
-        for (int32_t i = 0; i < x->rank; i++) ydims[i] = ((const int64_t *)osh->data)[i];
-    } else {
-        /* default size: the inverse of the pooling geometry */
+    /* The indices address the tensor MaxPool saw, whose size is the inverse of the pooling
+     * geometry; an explicit output_shape only pads that tensor, so indices are decomposed
+     * in the default shape and re-linearised in the requested one. */
+    int64_t ddims[RT_MAX_RANK];
+    ddims[0] = x->dims[0];
+    ddims[1] = x->dims[1];
+    {
         int64_t k[CPU_CONV_MAX_SPATIAL], s[CPU_CONV_MAX_SPATIAL], pads[2 * CPU_CONV_MAX_SPATIAL];
         const ir_attr *ka = ir_node_attr(ctx->node, "kernel_shape"), *sa = ir_node_attr(ctx->node, "strides"),
                       *pa = ir_node_attr(ctx->node, "pads");
@@ -243,9 +244,23 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
             s[i] = sa && sa->type == IR_ATTR_INTS && sa->n == nsp ? sa->ints[i] : 1;
             pads[i] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i] : 0;
             pads[i + nsp] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i + nsp] : 0;
-            ydims[2 + i] = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nsp];
-            if (ydims[2 + i] < 0) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "negative output size");
+            ddims[2 + i] = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nsp];
+            if (ddims[2 + i] < 0) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "negative output size");
         }
+    }
+    bool remap = false;
+    if (osh) {
+        if (osh->dtype != KILN_DTYPE_INT64 || osh->count != (uint64_t)x->rank)
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape must be int64 with %d entries", x->rank);
+        for (int32_t i = 0; i < x->rank; i++) {
+            ydims[i] = ((const int64_t *)osh->data)[i];
+            if (ydims[i] != ddims[i]) remap = true;
+            if (ydims[i] < ddims[i])
+                return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape dim %d (%lld) is smaller than the pooled input's (%lld)",
+                                       (int)i, (long long)ydims[i], (long long)ddims[i]);
+        }
+    } else {
+        for (int32_t i = 2; i < x->rank; i++) ydims[i] = ddims[i];
     }
     rt_tensor *y = rt_value_as_tensor(&outputs[0]);
     kiln_status st = rt_tensor_alloc_zero(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err);
@@ -253,11 +268,23 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     const int64_t *I = ind->data;
     const float *X = x->data;
     float *Y = y->data;
+    uint64_t dcount = 1;
+    for (int32_t d = 0; d < x->rank; d++) dcount *= (uint64_t)ddims[d];
     for (uint64_t i = 0; i < x->count; i++) {
-        if (I[i] < 0 || (uint64_t)I[i] >= y->count)
+        if (I[i] < 0 || (uint64_t)I[i] >= (remap ? dcount : y->count))
             return cpu_kernel_fail(ctx, KILN_ERR_RUNTIME, "index %lld in I is outside the output (%llu elements)",
-                                   (long long)I[i], (unsigned long long)y->count);
-        Y[I[i]] = X[i];
+                                   (long long)I[i], (unsigned long long)(remap ? dcount : y->count));
+        int64_t at = I[i];
+        if (remap) {
+            int64_t rem = at, mul = 1;
+            at = 0;
+            for (int32_t d = x->rank - 1; d >= 0; d--) {
+                at += (rem % ddims[d]) * mul;
+                rem /= ddims[d];
+                mul *= ydims[d];
+            }
+        }
+        Y[at] = X[i];
     }
     return KILN_OK;
 }
