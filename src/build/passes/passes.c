@@ -12,12 +12,14 @@ kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options 
                                       kiln_error *err);
 kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                        kiln_error *err);
+kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                     kiln_error *err);
 
 build_pass_options build_pass_options_default(void) {
     build_pass_options o;
     memset(&o, 0, sizeof o);
     o.fold_max_bytes = 16u << 20;
-    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = true;
+    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = o.fuse_residual = true;
     return o;
 }
 
@@ -35,6 +37,8 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
     if (st == KILN_OK && opts->fold) st = build_pass_fold_constants(model, opts, stats, err);
     if (st == KILN_OK && opts->remove_identity) st = build_pass_remove_identity(model, opts, stats, err);
     if (st == KILN_OK && opts->fold_batchnorm) st = build_pass_fold_batchnorm(model, opts, stats, err);
+    /* residual/bias Adds before activations: Conv -> Add -> Relu then fuses completely */
+    if (st == KILN_OK && opts->fuse_residual) st = build_pass_fuse_residual(model, opts, stats, err);
     if (st == KILN_OK && opts->fuse_activation) st = build_pass_fuse_activation(model, opts, stats, err);
     return st;
 }
