@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_via_f32.h"
+
+static bool cpu_dtype_int_like(kiln_dtype d) { return d != KILN_DTYPE_FLOAT16 && d != KILN_DTYPE_BFLOAT16 && d != KILN_DTYPE_DOUBLE; }
 
 enum pool_kind { POOL_MAX, POOL_AVG, POOL_LP };
 
@@ -103,6 +106,10 @@ static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *input
                                int32_t n_out, int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    /* other dtypes run through float32 (exact for 8/16-bit integers) */
+    if (cpu_via_f32_ok(x->dtype) && (kind == POOL_MAX || !cpu_dtype_int_like(x->dtype)))
+        return cpu_run_via_f32(ctx, kind == POOL_MAX ? cpu_maxpool : kind == POOL_AVG ? cpu_averagepool : cpu_lppool,
+                               inputs, n_in, outputs, n_out);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -182,6 +189,10 @@ static kiln_status gpool_common(cpu_kernel_ctx *ctx, const rt_value *const *inpu
                                 rt_value *outputs, int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    if (cpu_via_f32_ok(x->dtype) && !cpu_dtype_int_like(x->dtype))
+        return cpu_run_via_f32(ctx, kind == POOL_MAX ? cpu_global_maxpool : kind == POOL_AVG ? cpu_global_averagepool
+                                                                                            : cpu_global_lppool,
+                               inputs, n_in, outputs, 1);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
