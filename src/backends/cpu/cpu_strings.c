@@ -1,5 +1,5 @@
-/* cpu_strings.c - string tensor ops: StringConcat, StringSplit, StringNormalizer and
- * RegexFullMatch.
+/* cpu_strings.c - string and text ops: StringConcat, StringSplit, StringNormalizer,
+ * RegexFullMatch and TfIdfVectorizer.
  *
  * Strings are byte strings (UTF-8 passes through untouched). Case changes in
  * StringNormalizer act on ASCII letters only, which is what the "C" and "en_US" locales
@@ -419,5 +419,95 @@ KERNEL(RegexFullMatch) {
         ((uint8_t *)y->data)[i] = strlen(buf) == s->len && regexec(&rs->re, buf, 0, NULL, 0) == 0;
     }
     free(buf);
+    return KILN_OK;
+}
+
+/* ---- TfIdfVectorizer ------------------------------------------------------------------- */
+
+/* Counts the pool's n-grams in each row of X (int or string tokens). An n-gram with skip
+ * s takes tokens s+1 apart; every skip 0..max_skip_count is tried, except that unigrams
+ * are counted once per position. The pool lists n-grams grouped by length (ngram_counts[i]
+ * = where the (i+1)-grams start) and ngram_indexes maps each pooled n-gram to an output
+ * column. mode TF gives counts, IDF the weight where the count is non-zero, TFIDF
+ * count * weight (weights default to 1). */
+static bool tok_eq(const rt_tensor *x, uint64_t i, const ir_attr *pool_s, const int64_t *pool_i, int64_t p) {
+    if (pool_s) {
+        const ir_bytes *a = str_at(x, i), *b = &pool_s->strings[p];
+        return a->len == b->len && (!a->len || !memcmp(a->data, b->data, (size_t)a->len));
+    }
+    return cpu_load_i64(x->data, x->dtype, i) == pool_i[p];
+}
+
+KERNEL(TfIdfVectorizer) {
+    const rt_tensor *x;
+    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
+    if (st != KILN_OK) return st;
+    const ir_node *nd = ctx->node;
+    if (x->rank != 1 && x->rank != 2) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must be [C] or [N, C]");
+    bool is_str = x->dtype == KILN_DTYPE_STRING;
+    if (!is_str && x->dtype != KILN_DTYPE_INT32 && x->dtype != KILN_DTYPE_INT64)
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must be string, int32 or int64");
+    int64_t gmin = ir_node_attr_int(nd, "min_gram_length", 1), gmax = ir_node_attr_int(nd, "max_gram_length", 1);
+    int64_t skips = ir_node_attr_int(nd, "max_skip_count", 0);
+    int32_t n_counts, n_idx, n_pool = 0, n_w = 0;
+    const int64_t *counts = cpu_attr_ints(nd, "ngram_counts", &n_counts);
+    const int64_t *idx = cpu_attr_ints(nd, "ngram_indexes", &n_idx);
+    const ir_attr *ps = ir_node_attr(nd, "pool_strings");
+    const int64_t *pool_i = NULL;
+    if (ps && ps->type == IR_ATTR_STRINGS) n_pool = ps->n;
+    else {
+        ps = NULL;
+        pool_i = cpu_attr_ints(nd, "pool_int64s", &n_pool);
+    }
+    const ir_attr *wa = ir_node_attr(nd, "weights");
+    if (wa && wa->type == IR_ATTR_FLOATS) n_w = wa->n;
+    int mode = attr_str_is(nd, "mode", "IDF", NULL) ? 1 : attr_str_is(nd, "mode", "TFIDF", NULL) ? 2 : 0;
+    if (!counts || !idx || (!ps && !pool_i) || (ps != NULL) != is_str || gmin < 1 || gmax < gmin ||
+        gmax > n_counts || skips < 0 || (n_w && n_w != n_idx))
+        return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "bad TfIdfVectorizer attributes (pool, ngram_counts, "
+                                                            "ngram_indexes, weights or gram lengths)");
+    int64_t n_out_cols = 0;
+    for (int32_t i = 0; i < n_idx; i++) {
+        if (idx[i] < 0 || idx[i] > (1 << 24)) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "bad ngram_indexes");
+        if (idx[i] + 1 > n_out_cols) n_out_cols = idx[i] + 1;
+    }
+    int64_t rows = x->rank == 2 ? x->dims[0] : 1, C = x->dims[x->rank - 1];
+    int64_t od[2] = {rows, n_out_cols};
+    rt_tensor *y;
+    if (x->rank == 2) st = cpu_alloc_out(ctx, outputs, n_out, 0, KILN_DTYPE_FLOAT, 2, od, &y);
+    else st = cpu_alloc_out(ctx, outputs, n_out, 0, KILN_DTYPE_FLOAT, 1, od + 1, &y);
+    if (st != KILN_OK) return st;
+    float *Y = y->data;
+    if (y->count) memset(Y, 0, (size_t)y->nbytes);
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = Y + r * n_out_cols;
+        for (int64_t n = gmin; n <= gmax; n++) {
+            int64_t pb = counts[n - 1], pe = n < n_counts ? counts[n] : n_pool;
+            if (pb < 0 || pe > n_pool || pb > pe || (pe - pb) % n)
+                return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "ngram_counts does not split the pool");
+            for (int64_t s = 0; s <= (n == 1 ? 0 : skips); s++)
+                for (int64_t start = 0; start + (n - 1) * (s + 1) < C; start++)
+                    for (int64_t g = pb; g < pe; g += n) {
+                        bool m = true;
+                        for (int64_t j = 0; j < n && m; j++)
+                            m = tok_eq(x, (uint64_t)(r * C + start + j * (s + 1)), ps, pool_i, g + j);
+                        if (!m) continue;
+                        int64_t k = (g - pb) / n; /* k-th n-gram of this length */
+                        int64_t ord = 0; /* its position among all pooled n-grams */
+                        for (int64_t l = 1; l < n; l++) {
+                            int64_t lb = counts[l - 1], le = l < n_counts ? counts[l] : n_pool;
+                            ord += (le - lb) / l;
+                        }
+                        ord += k;
+                        if (ord < n_idx) yr[idx[ord]] += 1.0f;
+                    }
+        }
+        for (int32_t i = 0; i < n_idx; i++) {
+            float w = n_w ? wa->floats[i] : 1.0f;
+            float *c = &yr[idx[i]];
+            if (mode == 1) *c = *c > 0 ? w : 0.0f;
+            else if (mode == 2) *c *= w;
+        }
+    }
     return KILN_OK;
 }
