@@ -1,6 +1,9 @@
-/* magic.h - the first bytes of a kiln engine file, shared by the engine reader/writer and
- * by anything that must tell an engine from an ONNX model (the ONNX reader's "this is an
- * engine, not a model" message, `kiln inspect`). */
+/* magic.h - the first bytes of every kiln engine file.
+ *
+ * Shared by the engine writer/reader (src/engine/) and the ONNX reader, which recognises
+ * an engine passed where a model was expected and says what to do instead. Eight bytes,
+ * no NUL: the format version follows in the engine header, not here.
+ */
 #ifndef KILN_ENGINE_MAGIC_H
 #define KILN_ENGINE_MAGIC_H
 
