@@ -50,11 +50,27 @@ static kiln_status shape_size(kiln_dtype dtype, int32_t rank, const int64_t *dim
     return KILN_OK;
 }
 
+static _Thread_local uint64_t tls_alloc_limit;
+
+void rt_tensor_set_alloc_limit(uint64_t max_bytes) { tls_alloc_limit = max_bytes; }
+uint64_t rt_tensor_alloc_limit(void) { return tls_alloc_limit; }
+
 kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims,
                             kiln_error *err) {
-    uint64_t count, nbytes;
+    uint64_t count = 0, nbytes = 0;
     kiln_status st = shape_size(dtype, rank, dims, &count, &nbytes, err);
     if (st != KILN_OK) return st;
+    if (tls_alloc_limit && nbytes > tls_alloc_limit) {
+        char desc[256];
+        rt_tensor tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.dtype = dtype;
+        tmp.rank = rank;
+        for (int32_t i = 0; i < rank; i++) tmp.dims[i] = dims[i];
+        return kiln_err_set(err, KILN_ERR_LIMIT,
+                            "a %s tensor needs %" PRIu64 " bytes, over the per-tensor limit of %" PRIu64 " bytes",
+                            rt_tensor_desc(&tmp, desc, sizeof desc), nbytes, tls_alloc_limit);
+    }
     rt_tensor_release(t);
     void *data = NULL;
     if (count > 0) {

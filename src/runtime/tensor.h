@@ -69,6 +69,14 @@ kiln_status rt_value_copy(rt_value *dst, const rt_value *src, kiln_error *err);
 /* Makes v a TENSOR value and returns its tensor (releasing previous content). */
 rt_tensor *rt_value_as_tensor(rt_value *v);
 
+/* A cap on the bytes of any one tensor rt_tensor_alloc makes on the calling thread
+ * (0 = none, the default). Sessions set it while running so a hostile or mistaken shape
+ * (a ConstantOfShape of [1e6, 1e6]) fails with a clear KILN_ERR_LIMIT instead of taking
+ * the machine's memory. Per thread, because kernels allocate outputs on the thread that
+ * runs the graph. */
+void rt_tensor_set_alloc_limit(uint64_t max_bytes);
+uint64_t rt_tensor_alloc_limit(void);
+
 /* "float32[1, 3, 224, 224]" into buf. */
 const char *rt_tensor_desc(const rt_tensor *t, char *buf, size_t size);
 

@@ -1,0 +1,103 @@
+/* backend.h - the interface between the executor and a device backend (CPU now, CUDA later).
+ *
+ * A backend is a table of function pointers plus an opaque context it creates (SQLite's
+ * VFS, ggml's backend). The executor never knows what a backend runs on: it asks
+ * supports() for every node up front (so callers can report or fall back), prepares each
+ * node once (prepare_node: find a kernel, pack weights), then calls run_node in
+ * topological order. Memory, copies, streams and timers are here so a device backend
+ * can keep tensors resident and run asynchronously; the CPU backend implements them
+ * trivially (host memory, no streams, a monotonic clock).
+ *
+ * Versioning: api_version is RT_BACKEND_API_VERSION at the time the backend was written;
+ * the executor refuses a table with another version (fields are only appended, so a
+ * newer executor may accept older tables in future).
+ */
+#ifndef KILN_RUNTIME_BACKEND_H
+#define KILN_RUNTIME_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "ir/graph.h"
+#include "runtime/tensor.h"
+
+#define RT_BACKEND_API_VERSION 1
+
+typedef struct rt_backend_options {
+    int threads; /* CPU: worker threads incl. the caller (0 = every online CPU) */
+    int device;  /* device backends: which device */
+} rt_backend_options;
+
+/* Runs one subgraph (If/Loop/Scan body) in the scope of the node being run, so the body
+ * sees the enclosing graphs' values. Outputs are owned values the caller must release. */
+typedef kiln_status (*rt_subgraph_fn)(void *scope, const ir_graph *body, const rt_value *inputs, int32_t n_in,
+                                      rt_value *outputs, int32_t n_out, kiln_error *err);
+
+/* Everything a backend needs to run one node. */
+typedef struct rt_node_call {
+    const ir_model *model;
+    const ir_graph *graph;
+    const ir_node *node;
+    void *kernel;                   /* what prepare_node returned for this node */
+    const rt_value *const *inputs;  /* NULL entries for omitted optional inputs */
+    int32_t n_in;
+    rt_value *outputs;              /* n_out released values to fill */
+    int32_t n_out;
+    void **state;                   /* per-node persistent state slot (see cpu_kernel.h) */
+    void (**state_free)(void *state);
+    rt_subgraph_fn run_subgraph;
+    void *scope;                    /* pass to run_subgraph */
+    void *stream;                   /* device backends: the stream to enqueue on; CPU: NULL */
+    kiln_error *err;
+} rt_node_call;
+
+typedef enum rt_copy_kind { RT_COPY_HOST_TO_DEVICE, RT_COPY_DEVICE_TO_HOST, RT_COPY_DEVICE_TO_DEVICE } rt_copy_kind;
+
+typedef struct rt_backend {
+    int api_version;
+    const char *name; /* "cpu", "cuda" */
+
+    kiln_status (*create)(const rt_backend_options *opts, void **ctx, kiln_error *err);
+    void (*destroy)(void *ctx);
+
+    /* Whether this backend can run the node at the given precision (KILN_DTYPE_UNDEFINED:
+     * the node's own types). Cheap, side-effect free; used for support reports and for
+     * falling back to another backend. */
+    bool (*supports)(void *ctx, const ir_model *model, const ir_node *node, kiln_dtype precision);
+    /* Finds what runs the node (kernel, tactic). Fails with KILN_ERR_UNSUPPORTED and a
+     * message naming the node when there is none. */
+    kiln_status (*prepare_node)(void *ctx, const ir_model *model, const ir_node *node, void **kernel,
+                                kiln_error *err);
+    /* Frees what prepare_node returned. */
+    void (*release_node)(void *ctx, void *kernel);
+    kiln_status (*run_node)(void *ctx, rt_node_call *call);
+
+    /* Device memory. CPU: aligned host memory. */
+    kiln_status (*alloc)(void *ctx, uint64_t bytes, void **ptr, kiln_error *err);
+    void (*free)(void *ctx, void *ptr);
+    /* Copies bytes; on a device backend asynchronous on `stream` (NULL = default). */
+    kiln_status (*copy)(void *ctx, void *dst, const void *src, uint64_t bytes, rt_copy_kind kind, void *stream,
+                        kiln_error *err);
+
+    /* Streams: CPU work is synchronous and these are no-ops returning a NULL stream. */
+    kiln_status (*stream_create)(void *ctx, void **stream, kiln_error *err);
+    void (*stream_destroy)(void *ctx, void *stream);
+    kiln_status (*stream_sync)(void *ctx, void *stream, kiln_error *err);
+
+    /* Per-step timing for profiles: mark() records a point on the stream, elapsed_ns()
+     * the time between two marks (after a sync on device backends). */
+    kiln_status (*timer_mark)(void *ctx, void *stream, uint64_t *mark, kiln_error *err);
+    uint64_t (*timer_elapsed_ns)(void *ctx, uint64_t start, uint64_t end);
+
+    /* Calls fn for every (domain, op_type) the backend has a kernel for, for "supported
+     * ops" listings in error messages. */
+    void (*foreach_op)(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
+} rt_backend;
+
+/* The CPU backend (src/backends/cpu/cpu_backend.c). */
+const rt_backend *rt_backend_cpu(void);
+/* A backend by name ("cpu"); NULL when kiln was built without it. */
+const rt_backend *rt_backend_find(const char *name);
+
+#endif

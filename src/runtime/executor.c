@@ -1,0 +1,743 @@
+/* executor.c - node-by-node execution of ir_model graphs on a backend (see executor.h).
+ *
+ * Data layout: one rt_graph_plan per graph of the model (parallel to model->graphs),
+ * computed once: prepared kernels, per-node state slots, borrowed initializer values,
+ * and a "free after node i" list from lifetime analysis. Each run of a graph gets a
+ * frame: owned value slots plus a ref[] array pointing at the live value of every id
+ * (a slot, a caller's input, an initializer, or an enclosing frame's value).
+ */
+#include "runtime/executor.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strbuf.h"
+#include "onnx/onnx_load.h"
+
+typedef struct rt_graph_plan {
+    const ir_graph *g;
+    bool prepared;
+    void **kernels;          /* per node */
+    void **state;            /* per node */
+    void (**state_free)(void *);
+    int32_t *free_start;     /* CSR over nodes: values released after node i */
+    int32_t *free_ids;
+    rt_value *consts;        /* per value id: initializers (borrowed) and densified sparse ones */
+    bool *is_const;
+    bool *is_outer;          /* resolved by name in enclosing frames */
+    bool *is_input;
+    uint64_t *calls, *time_ns;
+} rt_graph_plan;
+
+struct rt_executor {
+    ir_model *model;
+    const rt_backend *be;
+    void *bctx;
+    rt_exec_options opts;
+    rt_graph_plan *plans; /* parallel to model->graphs */
+    int32_t n_plans;
+    uint64_t live_bytes, peak_bytes;
+    uint64_t *main_sizes;
+    int depth;
+};
+
+typedef struct rt_frame {
+    rt_executor *ex;
+    rt_graph_plan *plan;
+    struct rt_frame *parent;
+    rt_value *vals;
+    const rt_value **ref;
+} rt_frame;
+
+uint64_t rt_value_bytes(const rt_value *v) {
+    uint64_t b = v->t.data && !(v->t.flags & RT_TENSOR_BORROWED) ? v->t.nbytes : 0;
+    for (int32_t i = 0; i < v->n_items; i++) b += rt_value_bytes(&v->items[i]);
+    return b;
+}
+
+static bool graph_attr_iter(const ir_node *n, int32_t *ai, int32_t *gi, const ir_graph **out) {
+    for (; *ai < n->n_attrs; (*ai)++, *gi = 0) {
+        const ir_attr *a = &n->attrs[*ai];
+        if (a->type == IR_ATTR_GRAPH && a->g && *gi == 0) {
+            *out = a->g;
+            (*gi)++;
+            return true;
+        }
+        if (a->type == IR_ATTR_GRAPHS && *gi < a->n) {
+            *out = a->graphs[(*gi)++];
+            if (*out) return true;
+        }
+    }
+    return false;
+}
+
+/* ---- lifetime analysis ------------------------------------------------------------- */
+
+typedef struct name_list {
+    const char **v;
+    int32_t n, cap;
+    bool oom;
+} name_list;
+
+static void names_push(name_list *l, const char *s) {
+    if (l->n == l->cap) {
+        int32_t nc = l->cap ? l->cap * 2 : 16;
+        const char **nv = realloc(l->v, (size_t)nc * sizeof *nv);
+        if (!nv) {
+            l->oom = true;
+            return;
+        }
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = s;
+}
+
+static void mark_inputs_consts(const ir_graph *g, bool *is_input, bool *is_const) {
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] >= 0 && g->inputs[i] < g->n_values) is_input[g->inputs[i]] = true;
+    for (int32_t i = 0; i < g->n_initializers; i++)
+        if (g->initializers[i] >= 0 && g->initializers[i] < g->n_values) is_const[g->initializers[i]] = true;
+}
+
+/* Names a graph takes from enclosing scopes (recursively through nested bodies). */
+static void collect_outer_names(const ir_graph *g, name_list *out, int depth) {
+    if (depth > IR_MAX_GRAPH_DEPTH) return;
+    bool *produced = calloc((size_t)g->n_values + 1, sizeof *produced);
+    bool *is_in = calloc((size_t)g->n_values + 1, sizeof *is_in);
+    bool *is_c = calloc((size_t)g->n_values + 1, sizeof *is_c);
+    if (!produced || !is_in || !is_c) {
+        out->oom = true;
+        goto done;
+    }
+    mark_inputs_consts(g, is_in, is_c);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0) produced[g->nodes[i].outputs[k]] = true;
+    for (int32_t v = 0; v < g->n_values; v++)
+        if (!produced[v] && !is_in[v] && !is_c[v]) names_push(out, g->values[v].name);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        int32_t ai = 0, gi = 0;
+        const ir_graph *body;
+        while (graph_attr_iter(n, &ai, &gi, &body)) {
+            name_list inner = {0};
+            collect_outer_names(body, &inner, depth + 1);
+            if (inner.oom) out->oom = true;
+            for (int32_t j = 0; j < inner.n; j++) {
+                int32_t id = ir_graph_find(g, inner.v[j]);
+                if (id == IR_NONE || (!produced[id] && !is_in[id] && !is_c[id])) names_push(out, inner.v[j]);
+            }
+            free(inner.v);
+        }
+    }
+done:
+    free(produced);
+    free(is_in);
+    free(is_c);
+}
+
+static kiln_status plan_lifetimes(rt_graph_plan *p, kiln_error *err) {
+    const ir_graph *g = p->g;
+    int32_t nv = g->n_values, nn = g->n_nodes;
+    int32_t *last = malloc(((size_t)nv + 1) * sizeof *last);
+    bool *keep = calloc((size_t)nv + 1, sizeof *keep);
+    bool *produced = calloc((size_t)nv + 1, sizeof *produced);
+    p->free_start = calloc((size_t)nn + 1, sizeof *p->free_start);
+    if (!last || !keep || !produced || !p->free_start) {
+        free(last), free(keep), free(produced);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory planning value lifetimes");
+    }
+    for (int32_t v = 0; v < nv; v++) last[v] = -1;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0) keep[g->outputs[i]] = true;
+    for (int32_t i = 0; i < nn; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) {
+                produced[n->outputs[k]] = true;
+                if (last[n->outputs[k]] < i) last[n->outputs[k]] = i; /* unused: free right away */
+            }
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) last[n->inputs[k]] = i;
+        int32_t ai = 0, gi = 0;
+        const ir_graph *body;
+        while (graph_attr_iter(n, &ai, &gi, &body)) {
+            name_list outer = {0};
+            collect_outer_names(body, &outer, 1);
+            bool oom = outer.oom;
+            for (int32_t j = 0; j < outer.n; j++) {
+                int32_t id = ir_graph_find(g, outer.v[j]);
+                if (id != IR_NONE) last[id] = i;
+            }
+            free(outer.v);
+            if (oom) {
+                free(last), free(keep), free(produced);
+                return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory planning value lifetimes");
+            }
+        }
+    }
+    int32_t total = 0;
+    for (int32_t v = 0; v < nv; v++)
+        if (produced[v] && !keep[v] && last[v] >= 0) p->free_start[last[v] + 1]++, total++;
+    for (int32_t i = 0; i < nn; i++) p->free_start[i + 1] += p->free_start[i];
+    p->free_ids = malloc(((size_t)total + 1) * sizeof *p->free_ids);
+    int32_t *fill = calloc((size_t)nn + 1, sizeof *fill);
+    if (!p->free_ids || !fill) {
+        free(last), free(keep), free(produced), free(fill);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory planning value lifetimes");
+    }
+    for (int32_t v = 0; v < nv; v++)
+        if (produced[v] && !keep[v] && last[v] >= 0) p->free_ids[p->free_start[last[v]] + fill[last[v]]++] = v;
+    free(last), free(keep), free(produced), free(fill);
+    return KILN_OK;
+}
+
+/* ---- constants ----------------------------------------------------------------------- */
+
+static kiln_status densify_sparse(rt_value *out, const ir_sparse_tensor *sp, const char *name, kiln_error *err) {
+    const ir_tensor *vals = sp->values, *idx = sp->indices;
+    if (!vals || !idx || sp->rank < 0 || sp->rank > RT_MAX_RANK || vals->dtype == KILN_DTYPE_STRING ||
+        (idx->dtype != KILN_DTYPE_INT64) || (vals->count && !vals->data) || (idx->count && !idx->data))
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "sparse initializer '%s': only int64 indices and numeric "
+                            "values are supported", name);
+    rt_tensor *t = rt_value_as_tensor(out);
+    kiln_status st = rt_tensor_alloc_zero(t, vals->dtype, sp->rank, sp->dims, err);
+    if (st != KILN_OK) return st;
+    uint64_t esz = (uint64_t)kiln_dtype_bits(vals->dtype) / 8;
+    if (esz == 0) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "sparse initializer '%s': sub-byte dtype", name);
+    const int64_t *ix = idx->data;
+    bool coords = idx->rank == 2;
+    for (uint64_t i = 0; i < vals->count; i++) {
+        int64_t flat = 0;
+        if (coords) {
+            if (idx->dims[1] != sp->rank)
+                return kiln_err_set(err, KILN_ERR_INVALID_MODEL, "sparse initializer '%s': indices are not [NNZ, %d]",
+                                    name, (int)sp->rank);
+            for (int32_t d = 0; d < sp->rank; d++) {
+                int64_t c = ix[i * (uint64_t)sp->rank + (uint64_t)d];
+                if (c < 0 || c >= sp->dims[d])
+                    return kiln_err_set(err, KILN_ERR_INVALID_MODEL, "sparse initializer '%s': index out of range",
+                                        name);
+                flat = flat * sp->dims[d] + c;
+            }
+        } else {
+            if (i >= idx->count) break;
+            flat = ix[i];
+        }
+        if (flat < 0 || (uint64_t)flat >= t->count)
+            return kiln_err_set(err, KILN_ERR_INVALID_MODEL, "sparse initializer '%s': index %" PRId64
+                                " out of range", name, flat);
+        memcpy((char *)t->data + (uint64_t)flat * esz, (const char *)vals->data + i * esz, (size_t)esz);
+    }
+    return KILN_OK;
+}
+
+static kiln_status plan_consts(rt_executor *ex, rt_graph_plan *p, kiln_error *err) {
+    const ir_graph *g = p->g;
+    for (int32_t i = 0; i < g->n_initializers; i++) {
+        int32_t id = g->initializers[i];
+        if (id < 0 || id >= g->n_values) continue;
+        ir_tensor *t = g->values[id].init;
+        if (!t) continue;
+        if (t->where == IR_DATA_EXTERNAL && !t->data && t->count > 0) {
+            kiln_status st = onnx_tensor_load_external(ex->model, t, err);
+            if (st != KILN_OK) return st;
+        }
+        rt_value *v = &p->consts[id];
+        rt_value_init(v);
+        kiln_status st = rt_tensor_from_ir(rt_value_as_tensor(v), t, err);
+        if (st != KILN_OK) return st;
+        p->is_const[id] = true;
+    }
+    for (int32_t i = 0; i < g->n_sparse_initializers; i++) {
+        const char *name = g->sparse_initializer_names ? g->sparse_initializer_names[i] : NULL;
+        int32_t id = name ? ir_graph_find(g, name) : IR_NONE;
+        if (id == IR_NONE || p->is_const[id]) continue;
+        kiln_status st = densify_sparse(&p->consts[id], g->sparse_initializers[i], name, err);
+        if (st != KILN_OK) return st;
+        p->is_const[id] = true;
+    }
+    return KILN_OK;
+}
+
+/* ---- creation ------------------------------------------------------------------------ */
+
+typedef struct missing_op {
+    const char *domain, *op_type, *first_node;
+    int count;
+} missing_op;
+
+static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **missing, int *n_missing,
+                              kiln_error *err) {
+    const ir_graph *g = p->g;
+    size_t nn = (size_t)g->n_nodes + 1, nv = (size_t)g->n_values + 1;
+    p->kernels = calloc(nn, sizeof *p->kernels);
+    p->state = calloc(nn, sizeof *p->state);
+    p->state_free = calloc(nn, sizeof *p->state_free);
+    p->calls = calloc(nn, sizeof *p->calls);
+    p->time_ns = calloc(nn, sizeof *p->time_ns);
+    p->consts = calloc(nv, sizeof *p->consts);
+    p->is_const = calloc(nv, sizeof *p->is_const);
+    p->is_outer = calloc(nv, sizeof *p->is_outer);
+    p->is_input = calloc(nv, sizeof *p->is_input);
+    if (!p->kernels || !p->state || !p->state_free || !p->calls || !p->time_ns || !p->consts || !p->is_const ||
+        !p->is_outer || !p->is_input)
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory preparing graph '%s'", g->name);
+    p->prepared = true;
+    bool *dummy_c = calloc(nv, sizeof *dummy_c), *produced = calloc(nv, sizeof *produced);
+    if (!dummy_c || !produced) {
+        free(dummy_c), free(produced);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory preparing graph '%s'", g->name);
+    }
+    mark_inputs_consts(g, p->is_input, dummy_c);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0) produced[g->nodes[i].outputs[k]] = true;
+    kiln_status st = plan_consts(ex, p, err);
+    for (int32_t v = 0; v < g->n_values; v++)
+        p->is_outer[v] = g->parent && !produced[v] && !p->is_input[v] && !p->is_const[v];
+    free(dummy_c), free(produced);
+    if (st != KILN_OK) return st;
+    st = plan_lifetimes(p, err);
+    if (st != KILN_OK) return st;
+
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        kiln_error e = {0};
+        kiln_status ps = ex->be->prepare_node(ex->bctx, ex->model, n, &p->kernels[i], &e);
+        if (ps == KILN_ERR_UNSUPPORTED) {
+            int j = 0;
+            for (; j < *n_missing; j++)
+                if (!strcmp((*missing)[j].op_type, n->op_type) && !strcmp((*missing)[j].domain, n->domain)) break;
+            if (j == *n_missing) {
+                missing_op *nm = realloc(*missing, (size_t)(*n_missing + 1) * sizeof *nm);
+                if (!nm) {
+                    kiln_err_clear(&e);
+                    return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+                }
+                *missing = nm;
+                nm[j].domain = n->domain;
+                nm[j].op_type = n->op_type;
+                nm[j].first_node = n->name;
+                nm[j].count = 0;
+                (*n_missing)++;
+            }
+            (*missing)[j].count++;
+            kiln_err_clear(&e);
+        } else if (ps != KILN_OK) {
+            kiln_err_move(err, &e);
+            return ps;
+        }
+    }
+    return KILN_OK;
+}
+
+typedef struct op_lister {
+    strbuf *sb;
+    int n;
+} op_lister;
+
+static void list_op(const char *domain, const char *op_type, void *user) {
+    op_lister *l = user;
+    sb_printf(l->sb, "%s%s%s%s", l->n++ ? ", " : "", domain[0] ? domain : "", domain[0] ? ":" : "", op_type);
+}
+
+static kiln_status report_missing(const rt_executor *ex, const missing_op *m, int n, kiln_error *err) {
+    strbuf sb;
+    sb_init(&sb);
+    if (n == 1) sb_printf(&sb, "unsupported op: %s", m[0].op_type);
+    else {
+        sb_printf(&sb, "unsupported ops:");
+        for (int i = 0; i < n; i++) sb_printf(&sb, "%s %s", i ? "," : "", m[i].op_type);
+    }
+    sb_printf(&sb, "\n");
+    for (int i = 0; i < n; i++)
+        sb_printf(&sb, "  %s%s%s: %d node%s, first '%s'\n", m[i].domain[0] ? m[i].domain : "",
+                  m[i].domain[0] ? ":" : "", m[i].op_type, m[i].count, m[i].count == 1 ? "" : "s", m[i].first_node);
+    if (ex->be->foreach_op) {
+        op_lister l = {&sb, 0};
+        sb_printf(&sb, "kiln's %s backend has kernels for: ", ex->be->name);
+        ex->be->foreach_op(list_op, &l);
+        if (!l.n) sb_printf(&sb, "(none yet)");
+    }
+    kiln_status st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "%s", sb_cstr(&sb));
+    sb_free(&sb);
+    return st;
+}
+
+kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx, const rt_exec_options *opts,
+                               rt_executor **out, kiln_error *err) {
+    *out = NULL;
+    if (!model || !model->graph) return kiln_err_set(err, KILN_ERR_INVALID_ARG, "no model to run");
+    if (!be || be->api_version != RT_BACKEND_API_VERSION)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "backend interface version mismatch (expected %d)",
+                            RT_BACKEND_API_VERSION);
+    rt_executor *ex = calloc(1, sizeof *ex);
+    if (!ex) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory creating an executor");
+    ex->model = model;
+    ex->be = be;
+    ex->bctx = bctx;
+    if (opts) ex->opts = *opts;
+    ex->n_plans = model->n_graphs;
+    ex->plans = calloc((size_t)model->n_graphs + 1, sizeof *ex->plans);
+    if (!ex->plans) {
+        free(ex);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory creating an executor");
+    }
+    missing_op *missing = NULL;
+    int n_missing = 0;
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < model->n_graphs && st == KILN_OK; i++) {
+        ex->plans[i].g = model->graphs[i];
+        /* Function bodies are not run by node lookup (yet): only graphs reachable from
+         * the main graph are prepared. */
+        const ir_graph *root = model->graphs[i];
+        while (root->parent) root = root->parent;
+        if (root != model->graph) continue;
+        st = plan_graph(ex, &ex->plans[i], &missing, &n_missing, err);
+    }
+    if (st == KILN_OK && n_missing) st = report_missing(ex, missing, n_missing, err);
+    free(missing);
+    if (st == KILN_OK && ex->opts.record_sizes) {
+        ex->main_sizes = calloc((size_t)model->graph->n_values + 1, sizeof *ex->main_sizes);
+        if (!ex->main_sizes) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    if (st != KILN_OK) {
+        rt_executor_free(ex);
+        return st;
+    }
+    *out = ex;
+    return KILN_OK;
+}
+
+void rt_executor_free(rt_executor *ex) {
+    if (!ex) return;
+    for (int32_t i = 0; i < ex->n_plans; i++) {
+        rt_graph_plan *p = &ex->plans[i];
+        if (!p->prepared) continue;
+        for (int32_t n = 0; n < p->g->n_nodes; n++) {
+            if (p->state[n] && p->state_free[n]) p->state_free[n](p->state[n]);
+            if (p->kernels[n] && ex->be->release_node) ex->be->release_node(ex->bctx, p->kernels[n]);
+        }
+        for (int32_t v = 0; v < p->g->n_values; v++) rt_value_release(&p->consts[v]);
+        free(p->kernels), free(p->state), free(p->state_free), free(p->free_start), free(p->free_ids);
+        free(p->consts), free(p->is_const), free(p->is_outer), free(p->is_input), free(p->calls), free(p->time_ns);
+    }
+    free(ex->plans);
+    free(ex->main_sizes);
+    free(ex);
+}
+
+/* ---- running ------------------------------------------------------------------------- */
+
+static rt_graph_plan *plan_for(rt_executor *ex, const ir_graph *g) {
+    for (int32_t i = 0; i < ex->n_plans; i++)
+        if (ex->plans[i].g == g) return ex->plans[i].prepared ? &ex->plans[i] : NULL;
+    return NULL;
+}
+
+static bool tensor_has_nonfinite(const rt_tensor *t, uint64_t *at) {
+    if (!t->data) return false;
+    switch (t->dtype) {
+    case KILN_DTYPE_FLOAT: {
+        const float *p = t->data;
+        for (uint64_t i = 0; i < t->count; i++)
+            if (!isfinite(p[i])) return *at = i, true;
+        return false;
+    }
+    case KILN_DTYPE_DOUBLE: {
+        const double *p = t->data;
+        for (uint64_t i = 0; i < t->count; i++)
+            if (!isfinite(p[i])) return *at = i, true;
+        return false;
+    }
+    case KILN_DTYPE_FLOAT16:
+    case KILN_DTYPE_BFLOAT16: {
+        /* exponent all ones = Inf or NaN in both formats */
+        const uint16_t *p = t->data;
+        uint16_t mask = t->dtype == KILN_DTYPE_FLOAT16 ? 0x7c00 : 0x7f80;
+        for (uint64_t i = 0; i < t->count; i++)
+            if ((p[i] & mask) == mask) return *at = i, true;
+        return false;
+    }
+    default: return false;
+    }
+}
+
+static kiln_status check_nan(const ir_graph *g, const ir_node *n, const rt_value *outs, int32_t n_out,
+                             kiln_error *err) {
+    for (int32_t k = 0; k < n_out; k++) {
+        const rt_value *v = &outs[k];
+        uint64_t at = 0;
+        if (v->kind != IR_TYPE_TENSOR && !(v->kind == IR_TYPE_OPTIONAL && v->has_value)) continue;
+        if (!tensor_has_nonfinite(&v->t, &at)) continue;
+        char shape[256];
+        const char *vname = n->outputs[k] >= 0 ? g->values[n->outputs[k]].name : "";
+        double x = 0;
+        if (v->t.dtype == KILN_DTYPE_FLOAT) x = ((const float *)v->t.data)[at];
+        else if (v->t.dtype == KILN_DTYPE_DOUBLE) x = ((const double *)v->t.data)[at];
+        else if (v->t.dtype == KILN_DTYPE_FLOAT16) x = kiln_fp16_to_fp32(((const uint16_t *)v->t.data)[at]);
+        else x = kiln_bf16_to_fp32(((const uint16_t *)v->t.data)[at]);
+        return kiln_err_set(err, KILN_ERR_RUNTIME,
+                            "node '%s' (%s) produced %s in output %d '%s' %s at flat element %" PRIu64
+                            "\nhint: this is the first node (in execution order) whose output is not finite; "
+                            "check its inputs' ranges",
+                            n->name, n->op_type, isnan(x) ? "NaN" : "Inf", (int)k, vname,
+                            rt_tensor_desc(&v->t, shape, sizeof shape), at);
+    }
+    return KILN_OK;
+}
+
+static kiln_status run_frame(rt_frame *f, kiln_error *err);
+
+static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_value *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out, kiln_error *err);
+
+static const rt_value *resolve_outer(const rt_frame *parent, const char *name) {
+    for (const rt_frame *f = parent; f; f = f->parent) {
+        int32_t id = ir_graph_find(f->plan->g, name);
+        if (id != IR_NONE && f->ref[id]) return f->ref[id];
+        if (id != IR_NONE && !f->plan->is_outer[id]) return NULL; /* defined here but not computed */
+    }
+    return NULL;
+}
+
+static kiln_status frame_bind(rt_frame *f, const rt_value *const *inputs, int32_t n_in, kiln_error *err) {
+    const ir_graph *g = f->plan->g;
+    size_t nv = (size_t)g->n_values + 1;
+    f->vals = calloc(nv, sizeof *f->vals);
+    f->ref = calloc(nv, sizeof *f->ref);
+    if (!f->vals || !f->ref) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory running graph '%s'", g->name);
+    for (int32_t v = 0; v < g->n_values; v++) {
+        if (f->plan->is_const[v]) f->ref[v] = &f->plan->consts[v];
+        else if (f->plan->is_outer[v]) f->ref[v] = resolve_outer(f->parent, g->values[v].name);
+    }
+    for (int32_t i = 0; i < g->n_inputs && i < n_in; i++)
+        if (inputs[i] && g->inputs[i] >= 0) f->ref[g->inputs[i]] = inputs[i];
+    return KILN_OK;
+}
+
+static void frame_release(rt_frame *f) {
+    if (f->vals)
+        for (int32_t v = 0; v < f->plan->g->n_values; v++) rt_value_release(&f->vals[v]);
+    free(f->vals);
+    free(f->ref);
+}
+
+/* Moves (or copies, when not owned by this frame) the graph outputs out. */
+static kiln_status frame_outputs(rt_frame *f, rt_value *outputs, int32_t n_out, kiln_error *err) {
+    const ir_graph *g = f->plan->g;
+    for (int32_t i = 0; i < g->n_outputs && i < n_out; i++) {
+        int32_t id = g->outputs[i];
+        rt_value_init(&outputs[i]);
+        if (id < 0 || !f->ref[id])
+            return kiln_err_set(err, KILN_ERR_RUNTIME, "%s output %d '%s' was not computed by any node",
+                                g->parent ? "subgraph" : "graph", (int)i, id >= 0 ? g->values[id].name : "");
+        if (f->ref[id] == &f->vals[id]) {
+            outputs[i] = f->vals[id];
+            rt_value_init(&f->vals[id]);
+            f->ref[id] = &outputs[i]; /* a second use of the same value copies from here */
+        } else {
+            kiln_status st = rt_value_copy(&outputs[i], f->ref[id], err);
+            if (st != KILN_OK) return st;
+            /* a borrowed tensor copied by rt_value_copy is owned now */
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
+    rt_executor *ex = f->ex;
+    rt_graph_plan *p = f->plan;
+    const ir_graph *g = p->g;
+    const ir_node *n = &g->nodes[i];
+    enum { SMALL = 16 };
+    const rt_value *in_small[SMALL];
+    rt_value out_small[SMALL];
+    const rt_value **ins = n->n_inputs <= SMALL ? in_small : calloc((size_t)n->n_inputs, sizeof *ins);
+    rt_value *outs = n->n_outputs <= SMALL ? out_small : calloc((size_t)n->n_outputs, sizeof *outs);
+    kiln_status st = KILN_OK;
+    if (!ins || !outs) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory running node '%s'", n->name);
+        goto done;
+    }
+    for (int32_t k = 0; k < n->n_outputs; k++) rt_value_init(&outs[k]);
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        int32_t id = n->inputs[k];
+        ins[k] = id >= 0 ? f->ref[id] : NULL;
+        if (id >= 0 && !ins[k]) {
+            st = kiln_err_set(err, KILN_ERR_RUNTIME, "node '%s' (%s): input %d '%s' has no value%s", n->name,
+                              n->op_type, (int)k, g->values[id].name,
+                              p->is_outer[id] ? " (an outer-scope name no enclosing graph defines)"
+                                              : " (its producer did not output it)");
+            goto done;
+        }
+    }
+    rt_node_call call;
+    memset(&call, 0, sizeof call);
+    call.model = ex->model;
+    call.graph = g;
+    call.node = n;
+    call.kernel = p->kernels[i];
+    call.inputs = ins;
+    call.n_in = n->n_inputs;
+    call.outputs = outs;
+    call.n_out = n->n_outputs;
+    call.state = &p->state[i];
+    call.state_free = &p->state_free[i];
+    call.run_subgraph = subgraph_entry;
+    call.scope = f;
+    call.err = err;
+    uint64_t t0 = 0, t1 = 0;
+    if (ex->opts.profile) ex->be->timer_mark(ex->bctx, NULL, &t0, NULL);
+    st = ex->be->run_node(ex->bctx, &call);
+    if (ex->opts.profile) {
+        ex->be->timer_mark(ex->bctx, NULL, &t1, NULL);
+        p->calls[i]++;
+        p->time_ns[i] += ex->be->timer_elapsed_ns(ex->bctx, t0, t1);
+    }
+    if (st != KILN_OK) {
+        if (err && !err->msg)
+            kiln_err_set(err, st, "node '%s' (%s) failed (%s)", n->name, n->op_type, kiln_status_name(st));
+        else if (err && strncmp(err->msg, "node '", 6) != 0)
+            /* helpers like rt_tensor_alloc do not know the node: say which one it was */
+            kiln_err_prefix(err, "node '%s' (%s): ", n->name, n->op_type);
+        goto done;
+    }
+    if (ex->opts.check_nan) {
+        st = check_nan(g, n, outs, n->n_outputs, err);
+        if (st != KILN_OK) goto done;
+    }
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        int32_t id = n->outputs[k];
+        if (id < 0 || outs[k].kind == IR_TYPE_UNKNOWN) continue;
+        uint64_t b = rt_value_bytes(&outs[k]);
+        ex->live_bytes += b;
+        if (!g->parent && ex->main_sizes) ex->main_sizes[id] = b;
+        rt_value_release(&f->vals[id]);
+        f->vals[id] = outs[k];
+        rt_value_init(&outs[k]);
+        f->ref[id] = &f->vals[id];
+    }
+    if (ex->live_bytes > ex->peak_bytes) ex->peak_bytes = ex->live_bytes;
+    if (ex->opts.max_live_bytes && ex->live_bytes > ex->opts.max_live_bytes) {
+        st = kiln_err_set(err, KILN_ERR_LIMIT,
+                          "node '%s' (%s): intermediate tensors now hold %" PRIu64 " bytes, over the limit of %" PRIu64
+                          " bytes\nhint: the input shapes may be much larger than the model expects",
+                          n->name, n->op_type, ex->live_bytes, ex->opts.max_live_bytes);
+        goto done;
+    }
+    for (int32_t j = p->free_start[i]; j < p->free_start[i + 1]; j++) {
+        int32_t v = p->free_ids[j];
+        if (f->ref[v] == &f->vals[v]) {
+            uint64_t b = rt_value_bytes(&f->vals[v]);
+            ex->live_bytes = ex->live_bytes >= b ? ex->live_bytes - b : 0;
+            rt_value_release(&f->vals[v]);
+            f->ref[v] = NULL;
+        }
+    }
+done:
+    if (outs)
+        for (int32_t k = 0; k < n->n_outputs; k++) rt_value_release(&outs[k]);
+    if (ins != in_small) free(ins);
+    if (outs != out_small) free(outs);
+    return st;
+}
+
+static kiln_status run_frame(rt_frame *f, kiln_error *err) {
+    for (int32_t i = 0; i < f->plan->g->n_nodes; i++) {
+        kiln_status st = run_node(f, i, err);
+        if (st != KILN_OK) return st;
+    }
+    return KILN_OK;
+}
+
+static void frame_uncount(rt_frame *f) {
+    for (int32_t v = 0; v < f->plan->g->n_values; v++) {
+        uint64_t b = rt_value_bytes(&f->vals[v]);
+        f->ex->live_bytes = f->ex->live_bytes >= b ? f->ex->live_bytes - b : 0;
+    }
+}
+
+static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_value *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out, kiln_error *err) {
+    rt_frame *parent = scope;
+    rt_executor *ex = parent->ex;
+    rt_frame f;
+    memset(&f, 0, sizeof f);
+    f.ex = ex;
+    f.parent = parent;
+    f.plan = plan_for(ex, body);
+    if (!f.plan) return kiln_err_set(err, KILN_ERR_INTERNAL, "subgraph '%s' was not prepared", body->name);
+    if (n_in != body->n_inputs)
+        return kiln_err_set(err, KILN_ERR_RUNTIME, "%s: the subgraph takes %d inputs but %d were given",
+                            body->location && body->location[0] ? body->location : body->name, (int)body->n_inputs,
+                            (int)n_in);
+    if (n_out != body->n_outputs)
+        return kiln_err_set(err, KILN_ERR_RUNTIME, "%s: the subgraph has %d outputs but %d were expected",
+                            body->location && body->location[0] ? body->location : body->name,
+                            (int)body->n_outputs, (int)n_out);
+    if (++ex->depth > IR_MAX_GRAPH_DEPTH) {
+        ex->depth--;
+        return kiln_err_set(err, KILN_ERR_LIMIT, "subgraphs nested deeper than %d", IR_MAX_GRAPH_DEPTH);
+    }
+    enum { SMALL = 32 };
+    const rt_value *small[SMALL];
+    const rt_value **ins = n_in <= SMALL ? small : calloc((size_t)n_in, sizeof *ins);
+    kiln_status st = ins ? KILN_OK : kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; st == KILN_OK && i < n_in; i++) ins[i] = &inputs[i];
+    if (st == KILN_OK) st = frame_bind(&f, ins, n_in, err);
+    if (st == KILN_OK) st = run_frame(&f, err);
+    if (st == KILN_OK) st = frame_outputs(&f, outputs, n_out, err);
+    if (f.vals) frame_uncount(&f);
+    frame_release(&f);
+    if (ins != small) free(ins);
+    ex->depth--;
+    return st;
+}
+
+kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
+    const ir_graph *g = ex->model->graph;
+    rt_frame f;
+    memset(&f, 0, sizeof f);
+    f.ex = ex;
+    f.plan = plan_for(ex, g);
+    if (!f.plan) return kiln_err_set(err, KILN_ERR_INTERNAL, "main graph was not prepared");
+    ex->live_bytes = ex->peak_bytes = 0;
+    ex->depth = 0;
+    if (ex->main_sizes) memset(ex->main_sizes, 0, (size_t)g->n_values * sizeof *ex->main_sizes);
+    for (int32_t i = 0; i < g->n_outputs; i++) rt_value_init(&outputs[i]);
+    kiln_status st = frame_bind(&f, inputs, g->n_inputs, err);
+    for (int32_t i = 0; st == KILN_OK && i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        if (id >= 0 && !f.ref[id])
+            st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "graph input %d '%s' was not given", (int)i,
+                              g->values[id].name);
+    }
+    if (st == KILN_OK) st = run_frame(&f, err);
+    if (st == KILN_OK) st = frame_outputs(&f, outputs, g->n_outputs, err);
+    if (st != KILN_OK)
+        for (int32_t i = 0; i < g->n_outputs; i++) rt_value_release(&outputs[i]);
+    frame_release(&f);
+    return st;
+}
+
+void rt_executor_foreach_profile(const rt_executor *ex, void (*fn)(const rt_node_profile *p, void *user),
+                                 void *user) {
+    for (int32_t i = 0; i < ex->n_plans; i++) {
+        const rt_graph_plan *p = &ex->plans[i];
+        if (!p->prepared) continue;
+        for (int32_t n = 0; n < p->g->n_nodes; n++) {
+            if (!p->calls[n]) continue;
+            rt_node_profile np = {p->g, &p->g->nodes[n], p->calls[n], p->time_ns[n]};
+            fn(&np, user);
+        }
+    }
+}
+
+const uint64_t *rt_executor_value_sizes(const rt_executor *ex) { return ex->main_sizes; }
+uint64_t rt_executor_peak_bytes(const rt_executor *ex) { return ex->peak_bytes; }

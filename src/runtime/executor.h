@@ -1,0 +1,65 @@
+/* executor.h - runs an ir_model's graphs node by node on a backend.
+ *
+ * Created once per (model, backend): it prepares every node of every graph (kernel
+ * lookup, per-node state slots), wraps initializers as borrowed tensors, and computes
+ * value lifetimes so each intermediate is freed right after its last consumer (a
+ * subgraph's use of an outer-scope value counts as a use by the node that owns the
+ * subgraph). Subgraphs (If/Loop/Scan bodies) run through the same machinery with the
+ * enclosing frames' values visible by name.
+ *
+ * The executor trusts its inputs' shapes and names: session.c checks them against the
+ * model's declarations first. It needs validated, topologically sorted graphs.
+ */
+#ifndef KILN_RUNTIME_EXECUTOR_H
+#define KILN_RUNTIME_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "ir/graph.h"
+#include "runtime/backend.h"
+#include "runtime/tensor.h"
+
+typedef struct rt_executor rt_executor;
+
+typedef struct rt_exec_options {
+    bool check_nan;           /* after each node, fail naming the first node that produced NaN/Inf */
+    bool profile;             /* time every node */
+    uint64_t max_live_bytes;  /* cap on intermediate tensor bytes alive at once (0 = none) */
+    bool record_sizes;        /* keep each main-graph value's byte size from the last run (memory plan) */
+} rt_exec_options;
+
+/* Prepares every node. Fails with KILN_ERR_UNSUPPORTED when some node has no kernel:
+ * the message names every missing op once (with its first node and count). */
+kiln_status rt_executor_create(ir_model *model, const rt_backend *backend, void *backend_ctx,
+                               const rt_exec_options *opts, rt_executor **out, kiln_error *err);
+void rt_executor_free(rt_executor *ex);
+
+/* inputs[i] is the value for main-graph input i (NULL = not given: allowed only for
+ * inputs that have an initializer). outputs receives the n graph outputs as owned
+ * values (release them with rt_value_release). */
+kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err);
+
+/* Profile of the main graph (and subgraphs, by graph index). */
+typedef struct rt_node_profile {
+    const ir_graph *graph;
+    const ir_node *node;
+    uint64_t calls;
+    uint64_t total_ns;
+} rt_node_profile;
+/* Calls fn for every node that ran at least once since creation. */
+void rt_executor_foreach_profile(const rt_executor *ex, void (*fn)(const rt_node_profile *p, void *user),
+                                 void *user);
+
+/* Bytes of each main-graph value produced by the last run (0 = not produced / not
+ * recorded); indexed by value id. NULL unless record_sizes was set. */
+const uint64_t *rt_executor_value_sizes(const rt_executor *ex);
+/* Peak bytes of intermediates alive at once during the last run (main graph and
+ * subgraphs together). */
+uint64_t rt_executor_peak_bytes(const rt_executor *ex);
+
+/* Bytes held by a value's tensors (sequences summed). */
+uint64_t rt_value_bytes(const rt_value *v);
+
+#endif

@@ -1,0 +1,213 @@
+/* session.c - input checking and the glue between a model, a backend and the executor
+ * (see session.h). */
+#include "runtime/session.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build/passes/passes.h"
+#include "core/strbuf.h"
+#include "runtime/backend.h"
+
+struct rt_session {
+    ir_model *model;
+    const rt_backend *be;
+    void *bctx;
+    rt_executor *ex;
+    rt_session_options opts;
+};
+
+rt_session_options rt_session_options_default(void) {
+    rt_session_options o;
+    memset(&o, 0, sizeof o);
+    o.backend = "cpu";
+    return o;
+}
+
+kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, rt_session **out, kiln_error *err) {
+    *out = NULL;
+    rt_session_options dflt = rt_session_options_default();
+    if (!opts) opts = &dflt;
+    if (!model || !model->graph) return kiln_err_set(err, KILN_ERR_INVALID_ARG, "no model to run");
+    const char *bname = opts->backend ? opts->backend : "cpu";
+    const rt_backend *be = rt_backend_find(bname);
+    if (!be) {
+        if (!strcmp(bname, "cuda"))
+            return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                                "backend 'cuda' is not available for running models yet; use --backend cpu");
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "unknown backend '%s'; available: cpu", bname);
+    }
+    rt_session *s = calloc(1, sizeof *s);
+    if (!s) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory creating a session");
+    s->model = model;
+    s->be = be;
+    s->opts = *opts;
+    kiln_status st = KILN_OK;
+    if (opts->run_passes) st = build_run_passes(model, NULL, err);
+    rt_backend_options bo = {opts->threads, 0};
+    if (st == KILN_OK) st = be->create(&bo, &s->bctx, err);
+    if (st == KILN_OK) {
+        rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes};
+        st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
+    }
+    if (st != KILN_OK) {
+        rt_session_free(s);
+        return st;
+    }
+    *out = s;
+    return KILN_OK;
+}
+
+void rt_session_free(rt_session *s) {
+    if (!s) return;
+    rt_executor_free(s->ex);
+    if (s->bctx) s->be->destroy(s->bctx);
+    free(s);
+}
+
+int32_t rt_session_n_outputs(const rt_session *s) { return s->model->graph->n_outputs; }
+const char *rt_session_output_name(const rt_session *s, int32_t i) {
+    const ir_graph *g = s->model->graph;
+    return (i >= 0 && i < g->n_outputs && g->outputs[i] >= 0) ? g->values[g->outputs[i]].name : "";
+}
+rt_executor *rt_session_executor(rt_session *s) { return s->ex; }
+const ir_model *rt_session_model(const rt_session *s) { return s->model; }
+
+/* ---- input checks -------------------------------------------------------------------- */
+
+static void list_inputs(strbuf *sb, ir_model *m, const ir_graph *g, const bool *is_init) {
+    int shown = 0;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        if (id < 0 || is_init[i]) continue;
+        sb_printf(sb, "%s'%s' %s", shown++ ? ", " : "", g->values[id].name, ir_type_str(m, &g->values[id].type));
+    }
+    if (!shown) sb_append(sb, "(none)");
+}
+
+static const char *kind_name(ir_type_kind k) {
+    switch (k) {
+    case IR_TYPE_TENSOR: return "a tensor";
+    case IR_TYPE_SEQUENCE: return "a sequence";
+    case IR_TYPE_OPTIONAL: return "an optional";
+    case IR_TYPE_MAP: return "a map";
+    case IR_TYPE_SPARSE_TENSOR: return "a sparse tensor";
+    default: return "an empty value";
+    }
+}
+
+typedef struct sym_binding {
+    int64_t value;
+    const char *input;
+    int32_t axis;
+} sym_binding;
+
+static kiln_status check_tensor(ir_model *m, const char *name, const ir_type *decl, const rt_tensor *t,
+                                sym_binding *syms, kiln_error *err) {
+    char given[512];
+    rt_tensor_desc(t, given, sizeof given);
+    if (decl->dtype != KILN_DTYPE_UNDEFINED && decl->dtype != t->dtype)
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "input '%s' has dtype %s but the model declares %s (%s)",
+                            name, kiln_dtype_name(t->dtype), kiln_dtype_name(decl->dtype), ir_type_str(m, decl));
+    if (decl->rank < 0) return KILN_OK;
+    if (decl->rank != t->rank)
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "input '%s' has rank %d (%s) but the model declares rank %d (%s)",
+                            name, (int)t->rank, given, (int)decl->rank, ir_type_str(m, decl));
+    for (int32_t a = 0; a < decl->rank; a++) {
+        const ir_dim *d = &decl->dims[a];
+        if (d->kind == IR_DIM_CONST && d->value != t->dims[a])
+            return kiln_err_set(err, KILN_ERR_INVALID_ARG,
+                                "input '%s' axis %d is %" PRId64 " but the model fixes it to %" PRId64
+                                " (model: %s, given: %s)",
+                                name, (int)a, t->dims[a], d->value, ir_type_str(m, decl), given);
+        if (d->kind == IR_DIM_SYM && d->sym >= 0 && d->sym < m->n_syms && m->syms[d->sym].op == IR_SYM_LEAF) {
+            sym_binding *b = &syms[d->sym];
+            if (!b->input) {
+                b->input = name;
+                b->axis = a;
+                b->value = t->dims[a];
+            } else if (b->value != t->dims[a]) {
+                return kiln_err_set(err, KILN_ERR_INVALID_ARG,
+                                    "input '%s' axis %d is %" PRId64 ", but it is the model's dim '%s', which input "
+                                    "'%s' axis %d set to %" PRId64 "\nhint: inputs that share a dim name must agree",
+                                    name, (int)a, t->dims[a], m->syms[d->sym].name, b->input, (int)b->axis, b->value);
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status check_value(ir_model *m, const char *name, const ir_type *decl, const rt_value *v,
+                               sym_binding *syms, kiln_error *err) {
+    if (decl->kind == IR_TYPE_UNKNOWN) return KILN_OK;
+    if (decl->kind != v->kind)
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "input '%s' is %s but the model declares %s (%s)", name,
+                            kind_name(v->kind), kind_name(decl->kind), ir_type_str(m, decl));
+    if (decl->kind == IR_TYPE_TENSOR) return check_tensor(m, name, decl, &v->t, syms, err);
+    if (decl->kind == IR_TYPE_OPTIONAL && v->has_value && decl->elem && decl->elem->kind == IR_TYPE_TENSOR &&
+        v->elem_kind != IR_TYPE_SEQUENCE)
+        return check_tensor(m, name, decl->elem, &v->t, syms, err);
+    return KILN_OK;
+}
+
+kiln_status rt_session_run(rt_session *s, const char *const *names, const rt_value *const *inputs, int32_t n,
+                           rt_value *outputs, kiln_error *err) {
+    ir_model *m = s->model;
+    const ir_graph *g = m->graph;
+    size_t ni = (size_t)g->n_inputs + 1;
+    const rt_value **bound = calloc(ni, sizeof *bound);
+    bool *is_init = calloc(ni, sizeof *is_init);
+    sym_binding *syms = calloc((size_t)m->n_syms + 1, sizeof *syms);
+    kiln_status st = KILN_OK;
+    if (!bound || !is_init || !syms) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        is_init[i] = id >= 0 && g->values[id].init != NULL;
+    }
+    for (int32_t k = 0; k < n && st == KILN_OK; k++) {
+        int32_t pos = -1;
+        for (int32_t i = 0; i < g->n_inputs; i++)
+            if (g->inputs[i] >= 0 && !strcmp(g->values[g->inputs[i]].name, names[k])) pos = i;
+        if (pos < 0) {
+            strbuf sb;
+            sb_init(&sb);
+            list_inputs(&sb, m, g, is_init);
+            st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "the model has no input named '%s'; its inputs are: %s",
+                              names[k], sb_cstr(&sb));
+            sb_free(&sb);
+            break;
+        }
+        if (bound[pos]) {
+            st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "input '%s' was given twice", names[k]);
+            break;
+        }
+        bound[pos] = inputs[k];
+        st = check_value(m, names[k], &g->values[g->inputs[pos]].type, inputs[k], syms, err);
+    }
+    for (int32_t i = 0; i < g->n_inputs && st == KILN_OK; i++) {
+        if (bound[i] || is_init[i] || g->inputs[i] < 0) continue;
+        strbuf sb;
+        sb_init(&sb);
+        list_inputs(&sb, m, g, is_init);
+        const ir_value *v = &g->values[g->inputs[i]];
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "missing input '%s' (%s); the model's inputs are: %s", v->name,
+                          ir_type_str(m, &v->type), sb_cstr(&sb));
+        sb_free(&sb);
+    }
+    if (st == KILN_OK) {
+        uint64_t prev = rt_tensor_alloc_limit();
+        if (s->opts.max_tensor_bytes) rt_tensor_set_alloc_limit(s->opts.max_tensor_bytes);
+        st = rt_executor_run(s->ex, bound, outputs, err);
+        rt_tensor_set_alloc_limit(prev);
+    }
+done:
+    free(bound);
+    free(is_init);
+    free(syms);
+    return st;
+}

@@ -1,0 +1,194 @@
+/* test_threadpool.c - the CPU thread pool covers every index exactly once, runs inline
+ * without a pool, survives nesting and concurrent submitters; cpu_features honours
+ * KILN_CPU_ISA. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_blas.h"
+#include "backends/cpu/cpu_kernel.h"
+
+typedef struct cover {
+    atomic_int *hits;
+    atomic_int calls;
+    atomic_llong min_len;
+    int64_t n;
+    pthread_t seen[64];
+    atomic_int n_seen;
+} cover;
+
+static void mark(void *user, int64_t b, int64_t e) {
+    cover *c = user;
+    atomic_fetch_add(&c->calls, 1);
+    if (e < c->n) { /* only the last chunk may be shorter than the grain */
+        long long cur = atomic_load(&c->min_len);
+        while (e - b < cur && !atomic_compare_exchange_weak(&c->min_len, &cur, e - b)) {
+        }
+    }
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
+    int k = atomic_fetch_add(&c->n_seen, 1);
+    if (k < 64) c->seen[k] = pthread_self();
+}
+
+static void check_cover(cpu_threadpool *pool, int64_t n, int64_t grain) {
+    cover c;
+    memset(&c, 0, sizeof c);
+    c.hits = calloc((size_t)n + 1, sizeof *c.hits);
+    c.n = n;
+    c.min_len = INT64_MAX;
+    cpu_parallel_for(pool, n, grain, mark, &c);
+    for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+    if (n > 0 && atomic_load(&c.min_len) != INT64_MAX) assert_true(atomic_load(&c.min_len) >= grain);
+    free(c.hits);
+}
+
+static void test_inline_without_pool(void **state) {
+    (void)state;
+    cover c;
+    memset(&c, 0, sizeof c);
+    c.hits = calloc(100, sizeof *c.hits);
+    c.n = 100;
+    c.min_len = INT64_MAX;
+    cpu_parallel_for(NULL, 100, 1, mark, &c);
+    assert_int_equal(atomic_load(&c.calls), 1); /* one call covering everything */
+    assert_true(pthread_equal(c.seen[0], pthread_self()));
+    for (int i = 0; i < 100; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+    free(c.hits);
+    assert_int_equal(cpu_threadpool_size(NULL), 1);
+}
+
+static void test_covers_every_index_once(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(4, &pool, &err), KILN_OK);
+    assert_int_equal(cpu_threadpool_size(pool), 4);
+    int64_t sizes[] = {0, 1, 2, 3, 7, 16, 17, 100, 1000, 12345};
+    int64_t grains[] = {1, 3, 64};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t g = 0; g < 3; g++) check_cover(pool, sizes[i], grains[g]);
+    /* many small jobs back to back: workers must not miss a generation or hang */
+    for (int r = 0; r < 2000; r++) check_cover(pool, 64, 1);
+    cpu_threadpool_free(pool);
+}
+
+static void test_uses_several_threads(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(3, &pool, &err), KILN_OK);
+    cover c;
+    memset(&c, 0, sizeof c);
+    c.hits = calloc(4096, sizeof *c.hits);
+    c.n = 4096;
+    c.min_len = INT64_MAX;
+    cpu_parallel_for(pool, 4096, 1, mark, &c);
+    /* more than one chunk was handed out, so the work was split */
+    assert_true(atomic_load(&c.calls) > 1);
+    free(c.hits);
+    cpu_threadpool_free(pool);
+}
+
+typedef struct nested {
+    cpu_threadpool *pool;
+    atomic_int total;
+} nested;
+
+static void inner(void *user, int64_t b, int64_t e) {
+    nested *n = user;
+    atomic_fetch_add(&n->total, (int)(e - b));
+}
+
+static void outer(void *user, int64_t b, int64_t e) {
+    nested *n = user;
+    for (int64_t i = b; i < e; i++) cpu_parallel_for(n->pool, 10, 1, inner, n);
+}
+
+static void test_nested_runs_inline(void **state) {
+    (void)state;
+    nested n;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(4, &n.pool, &err), KILN_OK);
+    atomic_init(&n.total, 0);
+    cpu_parallel_for(n.pool, 50, 1, outer, &n);
+    assert_int_equal(atomic_load(&n.total), 500);
+    cpu_threadpool_free(n.pool);
+}
+
+static void *submitter(void *arg) {
+    cpu_threadpool *pool = arg;
+    for (int r = 0; r < 300; r++) check_cover(pool, 257, 2);
+    return NULL;
+}
+
+static void test_concurrent_submitters(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(3, &pool, &err), KILN_OK);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, submitter, pool);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    cpu_threadpool_free(pool);
+}
+
+static void test_create_limits_and_blas(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(100000, &pool, &err), KILN_ERR_INVALID_ARG);
+    assert_null(pool);
+    assert_non_null(strstr(kiln_err_msg(&err), "100000 threads"));
+    kiln_err_clear(&err);
+    assert_int_equal(cpu_threadpool_create(0, &pool, &err), KILN_OK); /* 0 = every online CPU */
+    assert_true(cpu_threadpool_size(pool) >= 1);
+    cpu_threadpool_free(pool);
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+#if KILN_HAVE_OPENBLAS
+    assert_int_equal(cpu_blas_get_threads(), 2); /* OpenBLAS told the pool's size */
+#endif
+    cpu_threadpool_free(pool);
+    cpu_threadpool_free(NULL);
+}
+
+static void test_features_cap(void **state) {
+    (void)state;
+    unsetenv("KILN_CPU_ISA");
+    uint32_t all = cpu_features();
+    char buf[256];
+    cpu_features_str(all, buf, sizeof buf);
+    assert_true(strlen(buf) > 0);
+    /* AVX-512 implies AVX2 on every real CPU; the detection must agree */
+    if (all & CPU_FEATURE_AVX512F) assert_true(all & CPU_FEATURE_AVX2);
+    setenv("KILN_CPU_ISA", "scalar", 1);
+    assert_int_equal(cpu_features(), 0);
+    assert_string_equal(cpu_features_str(cpu_features(), buf, sizeof buf), "scalar");
+    setenv("KILN_CPU_ISA", "avx2", 1);
+    uint32_t f = cpu_features();
+    assert_int_equal(f & CPU_FEATURE_AVX512F, 0);
+    assert_int_equal(f, all & (CPU_FEATURE_AVX2 | CPU_FEATURE_FMA | CPU_FEATURE_F16C));
+    setenv("KILN_CPU_ISA", "avx512", 1);
+    assert_int_equal(cpu_features(), all);
+    unsetenv("KILN_CPU_ISA");
+    assert_string_equal(cpu_features_str(CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, buf, sizeof buf), "avx2 fma");
+    char tiny[6];
+    cpu_features_str(CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, tiny, sizeof tiny);
+    assert_true(strlen(tiny) < sizeof tiny);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inline_without_pool),   cmocka_unit_test(test_covers_every_index_once),
+        cmocka_unit_test(test_uses_several_threads),  cmocka_unit_test(test_nested_runs_inline),
+        cmocka_unit_test(test_concurrent_submitters), cmocka_unit_test(test_create_limits_and_blas),
+        cmocka_unit_test(test_features_cap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
