@@ -196,7 +196,7 @@ void perf_print_profile(const perf_layer_profile *p) {
     double grand;
     layer_row *rows = layer_rows(p, &grand);
     if (!rows) return;
-    perf_log('I', "");
+    perf_log('I', "%s", "");
     perf_log('I', "=== Profile (%d iterations ) ===", p->n_runs);
     perf_log('I', "   Time(ms)     Avg.(ms)   Median(ms)   Time(%%)   Layer");
     double avg_total = 0, med_total = 0;
@@ -207,7 +207,7 @@ void perf_print_profile(const perf_layer_profile *p) {
         med_total += rows[l].median;
     }
     perf_log('I', "%11.2f %12.4f %12.4f %9.1f   Total", grand, avg_total, med_total, grand > 0 ? 100.0 : 0.0);
-    perf_log('I', "");
+    perf_log('I', "%s", "");
     free(rows);
 }
 

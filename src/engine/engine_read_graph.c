@@ -111,7 +111,7 @@ static bool g_tensor(greader *gr, ir_tensor **out) {
             uint32_t n = rb_u32(r);
             const uint8_t *p = rb_bytes(r, n, "string element");
             if (!p) return false;
-            t->strings[i].data = arena_memdup(a, p, n ? n : 1);
+            t->strings[i].data = arena_strndup(a, (const char *)p, n); /* NUL-terminated for convenience */
             t->strings[i].len = n;
             if (!t->strings[i].data) return rb_fail(r, "out of memory");
         }
@@ -302,8 +302,8 @@ static bool g_ids(greader *gr, int32_t **out, int32_t *n_out, int32_t n_values, 
 
 static bool g_body(greader *gr, ir_graph *g) {
     rbuf *r = gr->r;
-    /* values: name (>=4) + type (>=14) + producer + flags + has_init */
-    uint32_t nv = rb_count(r, 27, "value list");
+    /* values: name (>=4) + type (>=14) + has_declared + producer + flags + has_init */
+    uint32_t nv = rb_count(r, 28, "value list");
     if (r->failed) return false;
     for (uint32_t i = 0; i < nv; i++) {
         const char *name = rb_str(r, "value name");
@@ -312,8 +312,12 @@ static bool g_body(greader *gr, ir_graph *g) {
         if (id == IR_NONE) return rb_fail(r, "value '%s' appears twice in graph '%s' (or out of memory)", name, g->name);
         ir_value *v = ir_val(g, id);
         if (!g_type(gr, &v->type, 0)) return false;
+        uint8_t has_decl = rb_u8(r);
+        if (has_decl > 1) return rb_fail(r, "value '%s': bad declared-type flag %u", name, has_decl);
+        if (has_decl && !g_type(gr, &v->declared, 0)) return false;
         v->producer = rb_i32(r);
-        v->flags = rb_u32(r);
+        v->flags = rb_u32(r) & ~(uint32_t)IR_VALUE_DECLARED_SAVED;
+        if (has_decl) v->flags |= IR_VALUE_DECLARED_SAVED;
         uint8_t has_init = rb_u8(r);
         if (r->failed) return false;
         if (has_init > 1) return rb_fail(r, "value '%s': bad initializer flag %u", name, has_init);

@@ -174,8 +174,12 @@ static void w_graph(writer *w, const ir_graph *g) {
         const ir_value *v = &g->values[i];
         wb_str(b, v->name);
         w_type(b, &v->type);
+        /* the file's declared type, which shape inference restarts from at each run */
+        bool has_decl = (v->flags & IR_VALUE_DECLARED_SAVED) != 0;
+        wb_u8(b, has_decl ? 1 : 0);
+        if (has_decl) w_type(b, &v->declared);
         wb_i32(b, v->producer);
-        wb_u32(b, v->flags);
+        wb_u32(b, v->flags & ~(uint32_t)IR_VALUE_DECLARED_SAVED);
         wb_u8(b, v->init ? 1 : 0);
         if (v->init) w_tensor(w, b, v->init);
     }

@@ -60,7 +60,8 @@
  *     only refer to symbols listed before it (no cycles);
  *   u32 main graph index; list of graph headers { i32 parent (index of an earlier graph,
  *     -1 for none); str name; str location }; then each graph's body:
- *     list of values { str name; type; i32 producer; u32 flags; u8 has_init; [tensor] }
+ *     list of values { str name; type; u8 has_declared; [type declared in the ONNX file];
+ *       i32 producer; u32 flags; u8 has_init; [tensor] }
  *     list of nodes { str name; u8 name_generated; str op_type; str domain; str overload;
  *       i64 opset; i32 source_index; list of i32 inputs; list of i32 outputs;
  *       list of attributes }
