@@ -302,7 +302,11 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             l->time_ms = best_ms;
             free(key);
         }
-        l->tactic = fit[best]->name;
+        l->tactic = arena_strdup(a, fit[best]->name); /* the generic name is a loop-local buffer */
+        if (!l->tactic) {
+            st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
         l->scratch_bytes = fit_scratch[best];
         if (l->scratch_bytes > stats->max_scratch) stats->max_scratch = l->scratch_bytes;
     }
