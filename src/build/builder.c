@@ -416,7 +416,10 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     if (use_cache) {
         strbuf w;
         sb_init(&w);
-        if (!build_timing_cache_load(&cache, o->timing_cache, &w)) warn(o, "%s", sb_cstr(&w));
+        if (!build_timing_cache_load(&cache, o->timing_cache, &w)) {
+            warn(o, "%s", sb_cstr(&w));
+            cache.dirty = true; /* replace the unusable file */
+        }
         sb_free(&w);
     }
     stats.nodes = model->graph->n_nodes;

@@ -79,7 +79,7 @@ static void warn_cb(void *user, const char *msg) {
 /* ---- shapes and profiles ------------------------------------------------------------ */
 
 static const char *spec_name(arena *a, const char *name) {
-    return strpbrk(name, ":,' x") ? arena_printf(a, "'%s'", name) : name;
+    return strpbrk(name, ":,'") ? arena_printf(a, "'%s'", name) : name;
 }
 
 static kiln_status parse_run_shapes(exec_state *s, kiln_error *err) {
