@@ -211,7 +211,7 @@ kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q
     uint32_t seed = 12345;
     for (int32_t i = 0; i < q->n_in && st == KILN_OK; i++) {
         const ir_type *ty = q->in[i];
-        int32_t vid = node->inputs[i];
+        int32_t vid = i < node->n_inputs ? node->inputs[i] : IR_NONE;
         if (!ty || vid == IR_NONE) continue;
         const ir_value *v = &q->graph->values[vid];
         if (v->init && v->init->data) {
