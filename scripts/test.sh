@@ -9,3 +9,4 @@ echo "== unit tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "== CLI and model tests (pytest)"
 KILN_BIN="$PWD/build/kiln" python3 -m pytest -q -p no:cacheprovider tests
+scripts/conformance.sh  # ONNX backend-test conformance: fails when a case in tests/conformance/passing_*.txt regresses

@@ -44,6 +44,7 @@ typedef struct verify_opts {
     const char *json_path;
     bool memory;
     bool no_fork;
+    bool no_passes;
     int timeout_s;
     uint64_t max_tensor_bytes;
 } verify_opts;
@@ -280,6 +281,7 @@ static void run_case(const char *dir, const verify_opts *o, case_result *r) {
     so.max_tensor_bytes = o->max_tensor_bytes;
     so.max_live_bytes = o->max_tensor_bytes * 2;
     so.record_sizes = o->memory;
+    so.run_passes = !o->no_passes;
     st = rt_session_create(m, &so, &s, &e);
     if (st != KILN_OK) {
         set_result(r, st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL, kiln_err_msg(&e), kiln_err_msg(&e));
@@ -649,6 +651,8 @@ static void usage(FILE *f) {
             "  --memory              print each passing case's memory plan (arena vs lower bound)\n"
             "  --timeout S           fail a case that runs longer than S seconds (default 120, 0 = none)\n"
             "  --max-tensor-mb N     fail a case that allocates a tensor over N MiB (default 4096)\n"
+            "  --no-passes           run the model as written (no constant folding, Identity removal,\n"
+            "                        Conv+BatchNormalization folding or activation fusion)\n"
             "  --no-fork             run cases in this process (for debuggers; a crash ends the run)\n");
 }
 
@@ -789,10 +793,12 @@ int cli_verify(int argc, char **argv) {
             o.memory = true;
         } else if (!strcmp(a, "--no-fork")) {
             o.no_fork = true;
+        } else if (!strcmp(a, "--no-passes")) {
+            o.no_passes = true;
         } else if (a[0] == '-' && a[1]) {
             static const char *const flags[] = {"--rtol",   "--atol",  "--threads", "--jobs",   "--backend",
                                                 "--filter", "--quiet", "--json",    "--memory", "--timeout",
-                                                "--max-tensor-mb", "--no-fork", "--help"};
+                                                "--max-tensor-mb", "--no-fork", "--no-passes", "--help"};
             const char *guess = cli_closest(a, flags, (int)(sizeof flags / sizeof flags[0]));
             free(dirs);
             if (guess) return cli_usage_error("verify", "unknown option '%s'; did you mean '%s'?", a, guess);

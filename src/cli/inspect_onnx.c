@@ -326,13 +326,17 @@ static void text_weights(strbuf *sb, const ir_model *m) {
     }
 }
 
-static void text_values(strbuf *sb, ir_model *m, const ir_graph *g, const int32_t *ids, int32_t n) {
+static size_t names_width(const ir_graph *g, const int32_t *ids, int32_t n) {
     size_t w = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t l = strlen(value_name(g, ids[i]));
         if (l > w) w = l;
     }
-    if (w > 40) w = 40;
+    return w > 40 ? 40 : w;
+}
+
+/* One line per value: name padded to `w`, then its type. */
+static void text_values(strbuf *sb, ir_model *m, const ir_graph *g, const int32_t *ids, int32_t n, size_t w) {
     for (int32_t i = 0; i < n; i++) {
         const ir_value *v = &g->values[ids[i]];
         sb_printf(sb, "  %-*s  %s", (int)w, v->name, ir_type_str(m, &v->type));
@@ -373,19 +377,26 @@ static void render_text(strbuf *sb, ir_model *m, const diag_list *diags, const s
         if (g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER) n_init_inputs++;
         else n_real++;
     }
+    /* align every listed input (initializer-backed ones only count for IR >= 4) */
+    size_t w_in = 0;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        if (m->ir_version < 4 && (g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER)) continue;
+        size_t l = names_width(g, &g->inputs[i], 1);
+        if (l > w_in) w_in = l;
+    }
     sb_printf(sb, "\ninputs (%d)\n", (int)n_real);
     for (int32_t i = 0; i < g->n_inputs; i++)
-        if (!(g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER)) text_values(sb, m, g, &g->inputs[i], 1);
+        if (!(g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER)) text_values(sb, m, g, &g->inputs[i], 1, w_in);
     if (n_init_inputs) {
         if (m->ir_version < 4)
-            sb_printf(sb, "  + %d inputs that carry initializers (required for IR version < 4)\n",
-                      (int)n_init_inputs);
+            sb_printf(sb, "  + %d input%s that carr%s initializers (required for IR version < 4)\n",
+                      (int)n_init_inputs, n_init_inputs == 1 ? "" : "s", n_init_inputs == 1 ? "ies" : "y");
         else
             for (int32_t i = 0; i < g->n_inputs; i++)
-                if (g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER) text_values(sb, m, g, &g->inputs[i], 1);
+                if (g->values[g->inputs[i]].flags & IR_VALUE_INITIALIZER) text_values(sb, m, g, &g->inputs[i], 1, w_in);
     }
     sb_printf(sb, "outputs (%d)\n", (int)g->n_outputs);
-    text_values(sb, m, g, g->outputs, g->n_outputs);
+    text_values(sb, m, g, g->outputs, g->n_outputs, names_width(g, g->outputs, g->n_outputs));
 
     sb_printf(sb, "\noperators: %" PRId64 " nodes", s->main_nodes + s->subgraph_nodes);
     if (s->n_subgraphs)

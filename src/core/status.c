@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 0)))
+#endif
 static char *vformat(const char *fmt, va_list ap) {
     va_list ap2;
     va_copy(ap2, ap);

@@ -29,7 +29,11 @@ kiln_status kiln_err_set(kiln_error *err, kiln_status code, const char *fmt, ...
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-kiln_status kiln_err_setv(kiln_error *err, kiln_status code, const char *fmt, va_list ap);
+kiln_status kiln_err_setv(kiln_error *err, kiln_status code, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 0)))
+#endif
+    ;
 
 /* Prepends context to an existing message ("while reading X: <old message>"). */
 void kiln_err_prefix(kiln_error *err, const char *fmt, ...)

@@ -29,7 +29,11 @@ void sb_printf(strbuf *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void sb_vprintf(strbuf *sb, const char *fmt, va_list ap);
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 /* Appends s as a JSON string literal, quotes included, escaping as RFC 8259 requires;
  * bytes that are not valid UTF-8 are written as \u00XX so output is always valid JSON. */
 void sb_json_string(strbuf *sb, const char *s, size_t n);

@@ -18,6 +18,9 @@ void diag_list_free(diag_list *l) {
     memset(l, 0, sizeof *l);
 }
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 0)))
+#endif
 static char *vfmt(arena *a, const char *fmt, va_list ap) {
     strbuf sb;
     sb_init(&sb);

@@ -106,7 +106,7 @@ typedef struct ir_tensor {
     int64_t *dims;
     uint64_t count;  /* product of dims (checked for overflow on import) */
     uint64_t nbytes; /* bytes of packed little-endian data (0 for strings) */
-    const void *data;
+    const void *data; /* may be unaligned when mapped: read with memcpy or via rt_tensor_from_ir */
     ir_bytes *strings; /* dtype STRING: `count` entries */
     ir_data_where where;
     /* External data (where == IR_DATA_EXTERNAL). Paths are relative to the model's folder
@@ -200,7 +200,8 @@ enum ir_value_flags {
     IR_VALUE_GRAPH_OUTPUT = 1u << 1,
     IR_VALUE_INITIALIZER = 1u << 2,
     IR_VALUE_OUTER_SCOPE = 1u << 3, /* a subgraph's reference to an enclosing graph's value */
-    IR_VALUE_HAS_VALUE_INFO = 1u << 4 /* type came from value_info/input/output declarations */
+    IR_VALUE_HAS_VALUE_INFO = 1u << 4, /* type came from value_info/input/output declarations */
+    IR_VALUE_DECLARED_SAVED = 1u << 5  /* `declared` holds the file's type (set by ir_infer) */
 };
 
 typedef struct ir_value {
@@ -210,6 +211,10 @@ typedef struct ir_value {
     uint32_t flags;
     ir_tensor *init; /* constant data: initializers (and folded constants later) */
     const char *doc;
+    /* The type as declared in the file, saved by the first ir_infer() before it overwrites
+     * `type` with inferred types, so later runs (other profile points) start from the
+     * declarations again. Valid when flags has IR_VALUE_DECLARED_SAVED. */
+    ir_type declared;
 } ir_value;
 
 /* ---- Graphs, functions, models ------------------------------------------------------- */

@@ -28,7 +28,7 @@ typedef struct rt_session_options {
     int threads;              /* 0 = every online CPU */
     bool check_nan;           /* fail at the first node producing NaN/Inf */
     bool profile;             /* per-node timing (rt_session_executor + rt_executor_foreach_profile) */
-    bool run_passes;          /* fold constants, remove Identity/Dropout, fuse (src/build/passes) */
+    bool run_passes;          /* fold constants, remove Identity/Dropout, fold BN, fuse activations (build/passes) */
     bool record_sizes;        /* keep value sizes for the memory plan report */
     uint64_t max_tensor_bytes; /* cap on one tensor allocation (0 = none); enforced by rt_tensor_alloc */
     uint64_t max_live_bytes;  /* cap on intermediates alive at once (0 = none) */

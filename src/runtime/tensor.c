@@ -152,9 +152,22 @@ kiln_status rt_tensor_from_ir(rt_tensor *t, const ir_tensor *src, kiln_error *er
     if (src->count > 0 && !src->data && !src->strings)
         return kiln_err_set(err, KILN_ERR_INTERNAL, "tensor '%s' has no data loaded (external data not mapped?)",
                             src->name ? src->name : "");
-    rt_tensor_borrow(t, src->dtype, src->rank, src->dims,
-                     src->dtype == KILN_DTYPE_STRING ? (const void *)src->strings : src->data);
-    return KILN_OK;
+    const void *data = src->dtype == KILN_DTYPE_STRING ? (const void *)src->strings : src->data;
+    int bits = kiln_dtype_bits(src->dtype);
+    uintptr_t align = src->dtype == KILN_DTYPE_STRING ? sizeof(void *) : (bits >= 8 ? (uintptr_t)bits / 8 : 1);
+    if (align > 8) align = 8;
+    if (((uintptr_t)data % align) == 0) {
+        rt_tensor_borrow(t, src->dtype, src->rank, src->dims, data);
+        return KILN_OK;
+    }
+    /* protobuf raw_data sits at arbitrary file offsets: kernels may read elements with
+     * typed loads, so misaligned weights get one aligned copy here (once per session). */
+    rt_tensor view;
+    memset(&view, 0, sizeof view);
+    rt_tensor_borrow(&view, src->dtype, src->rank, src->dims, NULL);
+    kiln_status st = rt_tensor_alloc(t, src->dtype, src->rank, src->dims, err);
+    if (st == KILN_OK && view.nbytes) memcpy(t->data, data, (size_t)view.nbytes);
+    return st;
 }
 
 void rt_value_init(rt_value *v) { memset(v, 0, sizeof *v); }

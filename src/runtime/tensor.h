@@ -60,7 +60,9 @@ void rt_tensor_release(rt_tensor *t);
 kiln_status rt_tensor_set_string(rt_tensor *t, uint64_t index, const char *s, uint64_t len, kiln_error *err);
 
 /* Wraps an IR tensor (initializer) as a borrowed runtime tensor. External-data tensors
- * must be mapped first. Decodes nothing: same packed little-endian layout. */
+ * must be mapped first. Decodes nothing: same packed little-endian layout. Mapped data
+ * that is not aligned for its element type (protobuf places raw_data anywhere) is copied
+ * once into an aligned owned buffer instead. */
 kiln_status rt_tensor_from_ir(rt_tensor *t, const ir_tensor *src, kiln_error *err);
 
 void rt_value_init(rt_value *v);

@@ -44,6 +44,10 @@ def check_one(path):
     except json.JSONDecodeError as e:
         return "fail", path, f"kiln printed invalid JSON: {e}"
     errors = [d for d in got.get("diagnostics", []) if d["severity"] == "error"]
+    # exit 1 exactly when errors were reported; anything else (a sanitizer's report, a
+    # crash after printing) is a failure
+    if p.returncode != (1 if errors else 0):
+        return "fail", path, f"kiln inspect exit {p.returncode} with {len(errors)} errors: {p.stderr.strip()[:500]}"
     if errors:
         # kiln refuses only what ONNX's own checker refuses too
         try:

@@ -299,3 +299,39 @@ def test_missing_external_file_is_reported_not_fatal(tmp_path):
     assert "input" in p.stdout and "x  float32[n, 64]" in p.stdout
     assert "error[external-data-unreadable]" in p.stdout and "weights.bin" in p.stdout
     assert "weights.bin  (missing or empty), 1 tensor, 8.0 KiB referenced" in p.stdout
+
+
+def test_unsorted_model_is_sorted_and_cycles_are_named(tmp_path):
+    nodes = [helper.make_node("Neg", ["b"], ["y"], name="last"),
+             helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Abs", ["a"], ["b"], name="middle")]
+    io = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = make_model(nodes, *io)
+    path = save(tmp_path, m)
+    p, j = inspect_json(path, "--show", "nodes")
+    assert p.returncode == 0
+    assert [(n["name"], n["source_index"]) for n in j["graph"]["nodes"]] == [("first", 1), ("middle", 2), ("last", 0)]
+    onnx_expect.compare_model(m, j, str(tmp_path))
+
+    cyc = make_model([helper.make_node("Relu", ["x", "c"], ["a"], name="A"),
+                      helper.make_node("Abs", ["a"], ["b"], name="B"),
+                      helper.make_node("Neg", ["b"], ["c"], name="C"),
+                      helper.make_node("Neg", ["c"], ["y"], name="D")], *io)
+    p = kiln(save(tmp_path, cyc, "cycle.onnx"))
+    assert p.returncode == 1
+    assert "error[structure-cycle]: the graph has a cycle: 'A' (Relu) -> 'B' (Abs) -> 'C' (Neg) -> 'A' (Relu)" \
+        in p.stdout
+
+
+def test_old_ir_initializers_as_inputs_are_counted_not_listed(tmp_path):
+    w = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2]),
+                    helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], inits=[w], opset=8, ir=3)
+    p = kiln(save(tmp_path, m))
+    assert p.returncode == 0, p.stdout
+    assert "inputs (1)\n  x  float32[2, 2]\n  + 1 input that carries initializers (required for IR version < 4)" \
+        in p.stdout
+    assert "warning" not in p.stdout

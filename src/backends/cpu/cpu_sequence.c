@@ -67,7 +67,9 @@ kiln_status cpu_constant(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int
             rt_tensor view;
             memset(&view, 0, sizeof view);
             if ((st = rt_tensor_from_ir(&view, a->t, ctx->err)) != KILN_OK) return st;
-            return rt_tensor_copy(out, &view, ctx->err);
+            st = rt_tensor_copy(out, &view, ctx->err);
+            rt_tensor_release(&view); /* from_ir copies misaligned data: free that copy */
+            return st;
         }
         if (!strcmp(a->name, "value_float") && a->type == IR_ATTR_FLOAT) {
             if ((st = rt_tensor_alloc(out, KILN_DTYPE_FLOAT, 0, NULL, ctx->err)) != KILN_OK) return st;

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""bench_cpu.py - kiln's CPU runtime against ONNX Runtime on the zoo models, in one run.
+
+For each model (ResNet-50, BERT-base seq 128, MobileNetV2) and thread count (1, 2):
+  - latency at batch 1 (median ms) and throughput at batch 8 (items/s), ORT and kiln, with
+    the ratio ORT time / kiln time (>= 1.0 means kiln is ahead);
+  - the per-layer profile of the GEMM-class layers (Conv, MatMul, Gemm): kiln's kernels
+    timed one by one by bench/bench_layers.c, next to ORT's per-node profile, with each
+    layer's GFLOP/s and its distance from the machine's measured GEMM peak.
+ORT runs with intra_op_num_threads = threads, inter_op 1, sequential execution and all
+graph optimisations. kiln end-to-end uses `kiln run` (src/cli/cli_run.c); when the binary
+has no `run` subcommand yet the kiln end-to-end columns say so.
+
+Usage: python3 bench/bench_cpu.py [--models resnet50,bert,mobilenetv2] [--threads 1,2]
+                                  [--reps N] [--quick] [--markdown]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import make_zoo  # noqa: E402
+
+BUILD = ROOT / "build"
+KILN = Path(os.environ.get("KILN_BIN", BUILD / "kiln"))
+
+
+# ---- machine ------------------------------------------------------------------------------
+
+def machine_info():
+    info = {"cpu": "?", "cores": os.cpu_count(), "flags": "", "mhz": None}
+    try:
+        txt = open("/proc/cpuinfo").read()
+        m = re.search(r"model name\s*:\s*(.*)", txt)
+        info["cpu"] = m.group(1) if m else "?"
+        fl = re.search(r"flags\s*:\s*(.*)", txt).group(1).split()
+        info["flags"] = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "amx_tile") if f in fl)
+        mhz = re.search(r"cpu MHz\s*:\s*([\d.]+)", txt)
+        info["mhz"] = float(mhz.group(1)) if mhz else None
+    except OSError:
+        pass
+    return info
+
+
+# ---- ONNX Runtime -----------------------------------------------------------------------
+
+def ort_session(path, threads, profile=False):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "kiln_ort_prof")
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def time_runs(fn, reps, warmup=2):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(ts))
+
+
+def ort_profile(path, feeds, threads, reps):
+    """Per-node mean time (ms) and op type from ORT's profiler."""
+    s = ort_session(path, threads, profile=True)
+    for _ in range(2 + reps):
+        s.run(None, feeds)
+    prof = s.end_profiling()
+    data = json.load(open(prof))
+    os.unlink(prof)
+    per = {}
+    for ev in data:
+        if ev.get("cat") != "Node" or not ev["name"].endswith("_kernel_time"):
+            continue
+        name = ev["name"][: -len("_kernel_time")]
+        d = per.setdefault(name, [ev["args"].get("op_name", "?"), []])
+        d[1].append(ev["dur"] / 1e3)
+    return {k: (v[0], float(np.median(v[1][2:] or v[1]))) for k, v in per.items()}
+
+
+# ---- kiln ---------------------------------------------------------------------------------
+
+def kiln_has_run():
+    if not KILN.exists():
+        return False
+    r = subprocess.run([str(KILN), "run", "--help"], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def kiln_e2e(path, model, batch, threads, reps):
+    """Median ms from `kiln run`, or None when unavailable/failing (reason printed)."""
+    shapes = ",".join(f"{n}:{'x'.join(str(batch if d == 'batch' else 128 if d == 'seq' else d) for d in spec[1])}"
+                      for n, spec in make_zoo.INPUTS[model].items())
+    cmd = [str(KILN), "run", str(path), "--inputs-random", "--iterations", str(reps), "--warmUp", "2",
+           "--threads", str(threads), "--shapes", shapes]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"median\s*[=:]\s*([\d.]+)\s*ms", r.stdout)
+    if r.returncode != 0 or not m:
+        print(f"  kiln run failed (rc {r.returncode}): {(r.stderr or r.stdout).strip()[:300]}", file=sys.stderr)
+        return None
+    return float(m.group(1))
+
+
+def build_layer_bench():
+    """Compiles bench/bench_layers.c against build/libkiln.a, or (no CMake build, e.g. on a
+    bare benchmark machine) directly against the sources it needs."""
+    lib = BUILD / "libkiln.a"
+    exe = BUILD / "bench_layers"
+    src = ROOT / "bench" / "bench_layers.c"
+    BUILD.mkdir(exist_ok=True)
+    cc = shutil.which("cc") or "gcc"
+    inc = [f"-I{ROOT/'src'}", f"-I{ROOT/'include'}", "-I/usr/include/x86_64-linux-gnu/openblas-pthread"]
+    if lib.exists():
+        if exe.exists() and exe.stat().st_mtime > max(src.stat().st_mtime, lib.stat().st_mtime):
+            return exe
+        objs = [str(lib)]
+    else:
+        objs = []
+        srcs = sorted((ROOT / "src/core").glob("*.c")) + [ROOT / "src/ir/graph.c", ROOT / "src/runtime/tensor.c"] + \
+            sorted((ROOT / "src/backends/cpu").glob("*.c"))
+        for c in srcs:
+            o = BUILD / "bench_objs" / (c.stem + ".o")
+            o.parent.mkdir(parents=True, exist_ok=True)
+            extra = ["-mavx2", "-mfma", "-mf16c"] if c.stem.endswith("_avx2") else []
+            if c.stem.endswith("_avx512"):
+                extra = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c"]
+            r = subprocess.run([cc, "-O3", "-std=c11", "-D_GNU_SOURCE", "-DKILN_HAVE_OPENBLAS=1", "-DKILN_HAVE_CUDA=0",
+                                *inc, *extra, "-c", str(c), "-o", str(o)], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"could not compile {c}:\n{r.stderr[:1500]}", file=sys.stderr)
+                return None
+            objs.append(str(o))
+    cmd = [cc, "-O2", "-std=c11", "-D_GNU_SOURCE", *inc, str(src), *objs, "-o", str(exe),
+           "-lopenblas", "-lpthread", "-lm"]
+    if lib.exists():
+        cmd += ["-lcjson"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("could not build bench_layers:\n" + r.stderr[:2000], file=sys.stderr)
+        return None
+    return exe
+
+
+def layer_specs(path, model, batch):
+    """Spec lines for bench_layers from the model's Conv/MatMul/Gemm nodes."""
+    m = onnx.load(str(path))
+    feeds = make_zoo.make_inputs(model, batch)
+    for inp in m.graph.input:
+        if inp.name in feeds:
+            dims = inp.type.tensor_type.shape.dim
+            for d, v in zip(dims, feeds[inp.name].shape):
+                d.ClearField("dim_param")
+                d.dim_value = v
+    m = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    shapes = {}
+    for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output):
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    inits = {t.name: t for t in m.graph.initializer}
+    consumers = {}
+    for n in m.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    order = {n.name: i for i, n in enumerate(m.graph.node)}
+    lines = []
+    for n in m.graph.node:
+        outs = consumers.get(n.output[0], [])
+        nxt = outs[0] if len(outs) == 1 else None
+        if n.op_type == "Conv":
+            x = shapes.get(n.input[0])
+            w = inits[n.input[1]]
+            a = {at.name: onnx.helper.get_attribute_value(at) for at in n.attribute}
+            k = a.get("kernel_shape", list(w.dims[2:]))
+            s = a.get("strides", [1, 1])
+            p = a.get("pads", [0, 0, 0, 0])
+            d = a.get("dilations", [1, 1])
+            act, res = "none", 0
+            if nxt is not None and nxt.op_type == "Add":
+                other = [i for i in nxt.input if i != n.output[0]][0]
+                prod = [q for q in m.graph.node if other in q.output]
+                # fuse into the later of the two producers, as a fusion pass would
+                if not prod or order[prod[0].name] < order[n.name]:
+                    res = 1
+                    after = consumers.get(nxt.output[0], [])
+                    if len(after) == 1 and after[0].op_type == "Relu":
+                        act = "Relu"
+            elif nxt is not None and nxt.op_type == "Relu":
+                act = "Relu"
+            elif nxt is not None and nxt.op_type == "Clip":
+                act = "Clip6"
+            lines.append(f"conv {n.name} {x[0]} {x[1]} {x[2]} {x[3]} {w.dims[0]} {k[0]} {k[1]} {s[0]} {s[1]} "
+                         f"{p[0]} {p[1]} {p[2]} {p[3]} {d[0]} {d[1]} {a.get('group', 1)} {act} {res}")
+        elif n.op_type == "MatMul":
+            a, b = shapes.get(n.input[0]), (list(inits[n.input[1]].dims) if n.input[1] in inits else shapes.get(n.input[1]))
+            if not a or not b:
+                continue
+            if n.input[1] in inits:
+                bias = 1 if (nxt is not None and nxt.op_type == "Add" and any(i in inits for i in nxt.input)) else 0
+                rows = int(np.prod(a[:-1]))
+                lines.append(f"matmul {n.name} 1 {rows} {a[-1]} {b[-1]} {bias} none")
+            else:
+                lines.append(f"bmm {n.name} {int(np.prod(a[:-2]))} {a[-2]} {a[-1]} {b[-1]}")
+        elif n.op_type == "Gemm":
+            a = shapes.get(n.input[0])
+            w = inits[n.input[1]]
+            lines.append(f"matmul {n.name} 1 {a[0]} {a[1]} {w.dims[0]} 1 none")
+    return lines
+
+
+def run_layers(exe, lines, threads, reps):
+    with tempfile.NamedTemporaryFile("w", suffix=".spec", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+        spec = f.name
+    r = subprocess.run([str(exe), spec, str(threads), str(reps)], capture_output=True, text=True)
+    os.unlink(spec)
+    if r.returncode != 0:
+        print("bench_layers failed: " + r.stderr[:500], file=sys.stderr)
+        return {}, None
+    res, total = {}, None
+    for ln in r.stdout.splitlines():
+        p = ln.split()
+        if p[0] == "total":
+            total = float(p[1])
+        else:
+            res[p[0]] = (p[1], float(p[2]), float(p[3]))
+    return res, total
+
+
+# ---- report -------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description="kiln vs ONNX Runtime on the CPU")
+    ap.add_argument("--models", default="resnet50,bert,mobilenetv2")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="3 repetitions, batch-8 only at the highest thread count")
+    ap.add_argument("--layers", type=int, default=12, help="hottest layers to list per model (0 = none)")
+    a = ap.parse_args()
+    reps = 3 if a.quick else a.reps
+    threads = [int(t) for t in a.threads.split(",")]
+    mi = machine_info()
+    print(f"# machine: {mi['cpu']}, {mi['cores']} cores, {mi['flags']}, reported {mi['mhz']} MHz")
+    print(f"# onnxruntime {ort.__version__}, kiln {KILN}")
+    have_run = kiln_has_run()
+    if not have_run:
+        print("# kiln end-to-end: `kiln run` is not available in this build (needs the session API and the ONNX "
+              "reader); kiln columns show n/a, per-layer kernel timings below are still measured")
+    exe = build_layer_bench()
+    zoo = BUILD / "zoo"
+    peak = {}
+    if exe:
+        for t in threads:
+            res, _ = run_layers(exe, ["matmul peak_sgemm_2048 1 2048 2048 2048 0 none"], t, max(3, reps // 2))
+            if res:
+                peak[t] = res["peak_sgemm_2048"][2]
+        print("# practical peak (kiln sgemm 2048^3): " + ", ".join(f"{t} thread(s) {g:.1f} GFLOP/s" for t, g in peak.items()))
+        if mi["mhz"]:
+            print(f"# theoretical peak per core at {mi['mhz']:.0f} MHz: {mi['mhz'] / 1e3 * 32:.1f} GFLOP/s "
+                  "(8 fp32 lanes x 2 (FMA) x 2 FMA pipes); boost clocks make the practical figure the honest one")
+    rows = []
+    for model in a.models.split(","):
+        path = make_zoo.ensure(str(zoo), model)
+        flop_per_item = None
+        for t in threads:
+            for batch, metric in ((1, "latency ms"), (8, "throughput/s")):
+                if a.quick and batch == 8 and t != max(threads):
+                    continue
+                feeds = make_zoo.make_inputs(model, batch)
+                s = ort_session(path, t)
+                o_ms = time_runs(lambda: s.run(None, feeds), reps if batch == 1 else max(3, reps // 3))
+                k_ms = kiln_e2e(path, model, batch, t, reps if batch == 1 else max(3, reps // 3)) if have_run else None
+                if batch == 1:
+                    rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None))
+                else:
+                    rows.append((model, t, batch, metric, batch * 1e3 / o_ms, batch * 1e3 / k_ms if k_ms else None,
+                                 (o_ms / k_ms) if k_ms else None))
+        print()
+    print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = lambda v: "n/a" if v is None else f"{v:.1f}"
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} |")
+    if not exe or a.layers == 0:
+        return
+    for model in a.models.split(","):
+        path = make_zoo.ensure(str(zoo), model)
+        lines = layer_specs(path, model, 1)
+        for t in threads:
+            res, total = run_layers(exe, lines, t, max(3, reps))
+            prof = ort_profile(path, make_zoo.make_inputs(model, 1), t, max(3, reps // 2))
+            ort_total = sum(v[1] for v in prof.values())
+            ort_gemm = sum(v[1] for v in prof.values() if v[0] in ("Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm", "NchwcConv"))
+            by_type = {}
+            for op, ms in prof.values():
+                by_type[op] = by_type.get(op, 0) + ms
+            print(f"\n### {model}, batch 1, {t} thread(s): per-layer profile")
+            print(f"kiln GEMM-class layers (Conv/MatMul/Gemm with fused epilogues): {total:.2f} ms; "
+                  f"ORT same op types: {ort_gemm:.2f} ms of {ort_total:.2f} ms node time")
+            print("ORT time per op type: " + ", ".join(f"{k} {v:.2f} ms" for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])))
+            hot = sorted(res.items(), key=lambda kv: -kv[1][1])[: a.layers]
+            pk = peak.get(t)
+            print("| layer | op | kiln ms | kiln GFLOP/s | % of practical peak | ORT ms (same node) |")
+            print("|---|---|---|---|---|---|")
+            for name, (op, ms, gf) in hot:
+                o = prof.get(name)
+                print(f"| {name} | {op} | {ms:.3f} | {gf:.1f} | {100 * gf / pk:.0f}% | {('%.3f' % o[1]) if o else 'fused/renamed'} |"
+                      if pk else f"| {name} | {op} | {ms:.3f} | {gf:.1f} | n/a | {('%.3f' % o[1]) if o else '-'} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+/* cpu_conv.c - Conv (float32, NCHW, 1-D/2-D/3-D and beyond, groups, dilations, auto_pad)
+ * and ConvTranspose.
+ *
+ * Algorithms, chosen per call from the geometry:
+ *   - pointwise (1x1, stride 1, no pad): the image *is* the GEMM's B matrix [C, H*W], so
+ *     Y = W * X with no copy at all (most of ResNet-50's and MobileNet's FLOPs);
+ *   - depthwise (one input and one output channel per group, 2-D): a direct kernel over
+ *     output rows, one channel per task, because as a GEMM it would be M=1 per group;
+ *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
+ *     reused every run: no allocation in steady state), then one GEMM per group.
+ * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
+ * epilogue, so the output is written once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "core/alloc.h"
+
+typedef struct conv_state {
+    float *col;
+    size_t col_cap; /* floats */
+} conv_state;
+
+static void conv_state_free(void *p) {
+    conv_state *s = p;
+    if (s) free(s->col);
+    free(s);
+}
+
+/* The node's scratch buffer (ctx->state non-NULL) with room for `n` floats; NULL on
+ * out-of-memory. Grows only, so steady-state runs allocate nothing. */
+static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+    conv_state *s = *ctx->state;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        *ctx->state = s;
+        if (ctx->state_free) *ctx->state_free = conv_state_free;
+    }
+    if (n > s->col_cap) {
+        float *p = kiln_realloc_array(s->col, (size_t)n, sizeof(float));
+        if (!p) return NULL;
+        s->col = p;
+        s->col_cap = (size_t)n;
+    }
+    return s->col;
+}
+
+/* ---- depthwise ----------------------------------------------------------------------- */
+
+typedef struct dw_job {
+    const cpu_conv_geom *g;
+    const float *x, *w;
+    float *y;
+    const cpu_epilogue *ep;
+    int64_t channels; /* per image */
+} dw_job;
+
+static void dw_run(void *user, int64_t begin, int64_t end) {
+    const dw_job *j = user;
+    const cpu_conv_geom *g = j->g;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    int64_t KH = g->k[0], KW = g->k[1], sh = g->stride[0], sw = g->stride[1];
+    for (int64_t t = begin; t < end; t++) { /* t = image * channels + channel */
+        int64_t c = t % j->channels;
+        const float *xc = j->x + t * H * W, *wc = j->w + c * KH * KW;
+        float *yc = j->y + t * OH * OW;
+        memset(yc, 0, sizeof(float) * (size_t)(OH * OW));
+        for (int64_t kw = 0; kw < KW; kw++) {
+            int64_t woff = kw * g->dil[1] - g->pad0[1];
+            int64_t ow_lo = woff >= 0 ? 0 : (-woff + sw - 1) / sw;
+            int64_t ow_hi = W - woff <= 0 ? 0 : (W - woff + sw - 1) / sw;
+            if (ow_hi > OW) ow_hi = OW;
+            if (ow_lo >= ow_hi) continue;
+            for (int64_t oh = 0; oh < OH; oh++) {
+                float *yr = yc + oh * OW;
+                for (int64_t kh = 0; kh < KH; kh++) {
+                    int64_t ih = oh * sh + kh * g->dil[0] - g->pad0[0];
+                    if (ih < 0 || ih >= H) continue;
+                    float wv = wc[kh * KW + kw];
+                    const float *xr = xc + ih * W + woff;
+                    if (sw == 1)
+                        for (int64_t ow = ow_lo; ow < ow_hi; ow++) yr[ow] += wv * xr[ow];
+                    else
+                        for (int64_t ow = ow_lo; ow < ow_hi; ow++) yr[ow] += wv * xr[ow * sw];
+                }
+            }
+        }
+        /* bias/residual/activation for this channel: rows are (image, channel) planes */
+        cpu_epilogue_apply(j->ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
+    }
+}
+
+/* ---- Conv ---------------------------------------------------------------------------- */
+
+kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                     int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
+    if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
+    if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Conv supports float32 only (got %s)",
+                               kiln_dtype_name(x->dtype));
+    if (x->rank < 3 || w->rank != x->rank)
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (got %d and %d)",
+                               x->rank, w->rank);
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
+    int64_t group = ir_node_attr_int(ctx->node, "group", 1);
+    if (group < 1 || C % group != 0 || M % group != 0 || w->dims[1] != C / group)
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE,
+                               "group=%lld does not fit: X has %lld channels, W is [%lld, %lld, ...] (W dim 1 "
+                               "must be channels/group)",
+                               (long long)group, (long long)C, (long long)M, (long long)w->dims[1]);
+    if (b && (b->rank != 1 || b->dims[0] != M))
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "bias B must be 1-D with %lld elements", (long long)M);
+    int32_t nsp = x->rank - 2;
+    cpu_conv_geom g;
+    kiln_status st = cpu_conv_geom_init(ctx, CPU_GEOM_CONV, nsp, x->dims + 2, w->dims + 2, &g);
+    if (st != KILN_OK) return st;
+    for (int32_t i = 0; i < nsp; i++)
+        if (w->dims[2 + i] != g.k[i])
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "kernel_shape[%d]=%lld differs from W's dim %lld", i,
+                                   (long long)g.k[i], (long long)w->dims[2 + i]);
+    int64_t ydims[RT_MAX_RANK];
+    ydims[0] = N;
+    ydims[1] = M;
+    for (int32_t i = 0; i < nsp; i++) ydims[2 + i] = g.out[i];
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err);
+    if (st != KILN_OK || y->count == 0) return st;
+
+    cpu_epilogue ep;
+    st = cpu_epilogue_from_node(ctx, inputs, n_in, y->count, &ep);
+    if (st != KILN_OK) return st;
+    if (b) {
+        ep.bias_mode = CPU_BIAS_ROW;
+        ep.bias = b->data;
+    }
+    const float *X = x->data, *Wt = w->data;
+    float *Y = y->data;
+    int64_t Cg = C / group, Mg = M / group, OS = g.out_size, IS = g.in_size;
+    int64_t Kdim = Cg * g.k_size;
+
+    if (Cg == 1 && Mg == 1 && nsp == 2 && C > 1) {
+        /* depthwise: bias indexed per (image, channel) row, so give it a per-image view */
+        for (int64_t n = 0; n < N; n++) {
+            cpu_epilogue e = ep;
+            if (e.residual) e.residual += n * M * OS;
+            e.ld_res = OS;
+            dw_job j = {&g, X + n * C * IS, Wt, Y + n * M * OS, &e, C};
+            cpu_parallel_for(ctx->pool, C, 1, dw_run, &j);
+        }
+        return KILN_OK;
+    }
+
+    bool pointwise = true;
+    for (int32_t i = 0; i < nsp; i++)
+        if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
+    float *col = NULL;
+    bool col_owned = false;
+    if (!pointwise) {
+        uint64_t need;
+        if (kiln_mul_overflow_u64((uint64_t)Kdim, (uint64_t)OS, &need) || need > (1ull << 34))
+            return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "im2col buffer of %lld x %lld floats is too large",
+                                   (long long)Kdim, (long long)OS);
+        if (ctx->state) col = conv_scratch(ctx, need);
+        else {
+            col = kiln_realloc_array(NULL, (size_t)need, sizeof(float));
+            col_owned = true;
+        }
+        if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gi = 0; gi < group; gi++) {
+            const float *xg = X + (n * C + gi * Cg) * IS;
+            const float *B = xg;
+            if (!pointwise) {
+                cpu_im2col(ctx->pool, &g, xg, Cg, col);
+                B = col;
+            }
+            cpu_epilogue e = ep;
+            if (e.bias) e.bias += gi * Mg;
+            if (e.residual) e.residual += (n * M + gi * Mg) * OS;
+            e.ld_res = OS;
+            cpu_sgemm(ctx->pool, false, false, Mg, OS, Kdim, 1.f, Wt + gi * Mg * Kdim, Kdim, B, OS, 0.f,
+                      Y + (n * M + gi * Mg) * OS, OS, &e);
+        }
+    }
+    if (col_owned) free(col);
+    return KILN_OK;
+}
+
+/* ---- ConvTranspose ------------------------------------------------------------------- */
+
+kiln_status cpu_conv_transpose(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
+    if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "ConvTranspose needs inputs X and W");
+    if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "ConvTranspose supports float32 only");
+    if (x->rank < 3 || w->rank != x->rank)
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 3 and W the same rank");
+    int32_t nsp = x->rank - 2;
+    if (nsp > CPU_CONV_MAX_SPATIAL) return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "too many spatial dims");
+    int64_t N = x->dims[0], C = x->dims[1];
+    int64_t group = ir_node_attr_int(ctx->node, "group", 1);
+    if (group < 1 || C % group != 0 || w->dims[0] != C)
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "W must be [C=%lld, M/group, k...] with C divisible by group",
+                               (long long)C);
+    int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
+    if (b && (b->rank != 1 || b->dims[0] != M))
+        return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "bias B must be 1-D with %lld elements", (long long)M);
+
+    /* attributes */
+    int64_t k[CPU_CONV_MAX_SPATIAL], s[CPU_CONV_MAX_SPATIAL], d[CPU_CONV_MAX_SPATIAL];
+    int64_t op[CPU_CONV_MAX_SPATIAL], osh[CPU_CONV_MAX_SPATIAL], pads[2 * CPU_CONV_MAX_SPATIAL];
+    const char *names[5] = {"kernel_shape", "strides", "dilations", "output_padding", "output_shape"};
+    int64_t *dst[5] = {k, s, d, op, osh};
+    bool have[6] = {0};
+    for (int a = 0; a < 5; a++) {
+        const ir_attr *at = ir_node_attr(ctx->node, names[a]);
+        for (int32_t i = 0; i < nsp; i++) dst[a][i] = a == 0 ? w->dims[2 + i] : (a == 3 ? 0 : 1);
+        if (!at) continue;
+        if (at->type != IR_ATTR_INTS || (a == 4 ? at->n < nsp : at->n != nsp))
+            return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "attribute %s must list %d integers", names[a], nsp);
+        /* output_shape may include N and C; take the trailing spatial entries */
+        for (int32_t i = 0; i < nsp; i++) dst[a][i] = at->ints[at->n - nsp + i];
+        have[a] = true;
+    }
+    const ir_attr *pa = ir_node_attr(ctx->node, "pads");
+    for (int32_t i = 0; i < 2 * nsp; i++) pads[i] = 0;
+    if (pa) {
+        if (pa->type != IR_ATTR_INTS || pa->n != 2 * nsp)
+            return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "attribute pads must list %d integers", 2 * nsp);
+        for (int32_t i = 0; i < 2 * nsp; i++) pads[i] = pa->ints[i];
+    }
+    const ir_attr *ap = ir_node_attr(ctx->node, "auto_pad");
+    bool same_upper = ap && ap->type == IR_ATTR_STRING && ap->s.len == 10 && !memcmp(ap->s.data, "SAME_UPPER", 10);
+    bool same_lower = ap && ap->type == IR_ATTR_STRING && ap->s.len == 10 && !memcmp(ap->s.data, "SAME_LOWER", 10);
+    bool valid = ap && ap->type == IR_ATTR_STRING && ap->s.len == 5 && !memcmp(ap->s.data, "VALID", 5);
+
+    /* Geometry of the equivalent forward conv: its input is our output (g.in) and its
+     * output is our input (g.out). */
+    cpu_conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.nsp = nsp;
+    g.in_size = g.out_size = g.k_size = 1;
+    for (int32_t i = 0; i < nsp; i++) {
+        int64_t in = x->dims[2 + i];
+        if (k[i] < 1 || s[i] < 1 || d[i] < 1)
+            return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "kernel, strides and dilations must be >= 1");
+        if (w->dims[2 + i] != k[i])
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "kernel_shape differs from W's spatial dims");
+        int64_t ek = (k[i] - 1) * d[i] + 1;
+        int64_t full = s[i] * (in - 1) + op[i] + ek;
+        int64_t outsz, p0, p1;
+        if (have[4]) {
+            outsz = osh[i];
+            int64_t total = full - outsz;
+            if (total < 0) total = 0;
+            if (same_upper || !same_lower) { /* spec: default split puts the extra at the end */
+                p0 = total / 2;
+                p1 = total - p0;
+            } else {
+                p1 = total / 2;
+                p0 = total - p1;
+            }
+            if (!same_upper && !same_lower && pa) {
+                p0 = pads[i];
+                p1 = pads[i + nsp];
+            }
+        } else if (same_upper || same_lower) {
+            outsz = in * s[i];
+            int64_t total = full - outsz;
+            if (total < 0) total = 0;
+            if (same_upper) {
+                p0 = total / 2;
+                p1 = total - p0;
+            } else {
+                p1 = total / 2;
+                p0 = total - p1;
+            }
+        } else {
+            p0 = valid ? 0 : pads[i];
+            p1 = valid ? 0 : pads[i + nsp];
+            outsz = full - p0 - p1;
+        }
+        if (outsz < 0 || p0 < 0 || p1 < 0)
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "spatial axis %d: output size %lld is negative", i,
+                                   (long long)outsz);
+        g.in[i] = outsz;
+        g.out[i] = in;
+        g.k[i] = k[i];
+        g.stride[i] = s[i];
+        g.dil[i] = d[i];
+        g.pad0[i] = p0;
+        g.pad1[i] = p1;
+        g.in_size *= outsz;
+        g.out_size *= in;
+        g.k_size *= k[i];
+    }
+    int64_t ydims[RT_MAX_RANK];
+    ydims[0] = N;
+    ydims[1] = M;
+    for (int32_t i = 0; i < nsp; i++) ydims[2 + i] = g.in[i];
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    kiln_status st = rt_tensor_alloc_zero(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err);
+    if (st != KILN_OK || y->count == 0) return st;
+    int64_t rows = Mg * g.k_size, IS = g.out_size, OS = g.in_size;
+    uint64_t need;
+    if (kiln_mul_overflow_u64((uint64_t)rows, (uint64_t)IS, &need) || need > (1ull << 34))
+        return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "col buffer too large");
+    float *col = kiln_realloc_array(NULL, (size_t)need + 1, sizeof(float));
+    if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the col buffer");
+    const float *X = x->data, *Wt = w->data;
+    float *Y = y->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < group; gi++) {
+            /* col[Mg*k, IS] = W_g^T [Mg*k, Cg] * X_g [Cg, IS] */
+            cpu_sgemm(ctx->pool, true, false, rows, IS, Cg, 1.f, Wt + gi * Cg * rows, rows, X + (n * C + gi * Cg) * IS,
+                      IS, 0.f, col, IS, NULL);
+            cpu_col2im(&g, col, Mg, Y + (n * M + gi * Mg) * OS);
+        }
+    free(col);
+    if (b)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < M; m++) {
+                float bv = ((const float *)b->data)[m];
+                float *yc = Y + (n * M + m) * OS;
+                for (int64_t i = 0; i < OS; i++) yc[i] += bv;
+            }
+    return KILN_OK;
+}

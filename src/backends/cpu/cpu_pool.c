@@ -1,0 +1,263 @@
+/* cpu_pool.c - MaxPool (with Indices, ceil_mode, dilations, storage_order), AveragePool
+ * (count_include_pad), LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool and
+ * MaxUnpool, on float32 NCHW-style tensors of any spatial rank.
+ *
+ * One task per (image, channel) plane; inside a plane an odometer walks output positions
+ * and a second one the kernel window. Pools are a small share of CNN time (ResNet-50 has
+ * one MaxPool and one GlobalAveragePool), so clarity wins over a SIMD path here.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_conv_geom.h"
+
+enum pool_kind { POOL_MAX, POOL_AVG, POOL_LP };
+
+typedef struct pool_job {
+    const cpu_conv_geom *g;
+    int kind;
+    bool include_pad;
+    bool col_major; /* storage_order = 1 for Indices */
+    float p;
+    const float *x;
+    float *y;
+    int64_t *idx;
+} pool_job;
+
+static void pool_run(void *user, int64_t begin, int64_t end) {
+    const pool_job *j = user;
+    const cpu_conv_geom *g = j->g;
+    int32_t n = g->nsp;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *xp = j->x + plane * g->in_size;
+        float *yp = j->y + plane * g->out_size;
+        int64_t o[CPU_CONV_MAX_SPATIAL] = {0};
+        for (int64_t op = 0; op < g->out_size; op++) {
+            float acc = j->kind == POOL_MAX ? -INFINITY : 0.f;
+            int64_t best = -1, count = 0, padded_count = 1;
+            /* count of window positions inside the padded input (count_include_pad) */
+            for (int32_t i = 0; i < n; i++) {
+                int64_t start = o[i] * g->stride[i] - g->pad0[i], c = 0;
+                for (int64_t k = 0; k < g->k[i]; k++) {
+                    int64_t ii = start + k * g->dil[i];
+                    if (ii < g->in[i] + g->pad1[i]) c++;
+                }
+                padded_count *= c;
+            }
+            int64_t kk[CPU_CONV_MAX_SPATIAL] = {0};
+            for (int64_t kp = 0; kp < g->k_size; kp++) {
+                int64_t off = 0;
+                bool ok = true;
+                for (int32_t i = 0; i < n; i++) {
+                    int64_t ii = o[i] * g->stride[i] - g->pad0[i] + kk[i] * g->dil[i];
+                    if (ii < 0 || ii >= g->in[i]) {
+                        ok = false;
+                        break;
+                    }
+                    off = off * g->in[i] + ii;
+                }
+                if (ok) {
+                    float v = xp[off];
+                    if (j->kind == POOL_MAX) {
+                        if (v > acc || best < 0) {
+                            acc = v;
+                            best = off;
+                        }
+                    } else if (j->kind == POOL_AVG) acc += v;
+                    else acc += powf(fabsf(v), j->p);
+                    count++;
+                }
+                for (int32_t i = n - 1; i >= 0; i--) {
+                    if (++kk[i] < g->k[i]) break;
+                    kk[i] = 0;
+                }
+            }
+            if (j->kind == POOL_AVG) acc = acc / (float)(j->include_pad ? padded_count : (count ? count : 1));
+            else if (j->kind == POOL_LP) acc = powf(acc, 1.f / j->p);
+            yp[op] = acc;
+            if (j->idx) {
+                int64_t flat = best < 0 ? 0 : best;
+                if (j->col_major && best >= 0) { /* re-linearise with the first spatial axis fastest */
+                    int64_t rem = best, cm = 0, mul = 1, coords[CPU_CONV_MAX_SPATIAL];
+                    for (int32_t i = n - 1; i >= 0; i--) {
+                        coords[i] = rem % g->in[i];
+                        rem /= g->in[i];
+                    }
+                    for (int32_t i = 0; i < n; i++) {
+                        cm += coords[i] * mul;
+                        mul *= g->in[i];
+                    }
+                    flat = cm;
+                }
+                j->idx[plane * g->out_size + op] = plane * g->in_size + flat;
+            }
+            for (int32_t i = n - 1; i >= 0; i--) {
+                if (++o[i] < g->out[i]) break;
+                o[i] = 0;
+            }
+        }
+    }
+}
+
+static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out, int kind) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    if (x->dtype != KILN_DTYPE_FLOAT)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
+                               kiln_dtype_name(x->dtype));
+    if (x->rank < 3) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 3 (got %d)", x->rank);
+    cpu_conv_geom g;
+    kiln_status st = cpu_conv_geom_init(ctx, CPU_GEOM_POOL, x->rank - 2, x->dims + 2, NULL, &g);
+    if (st != KILN_OK) return st;
+    int64_t ydims[RT_MAX_RANK];
+    ydims[0] = x->dims[0];
+    ydims[1] = x->dims[1];
+    for (int32_t i = 0; i < g.nsp; i++) ydims[2 + i] = g.out[i];
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    if ((st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err)) != KILN_OK) return st;
+    int64_t *idx = NULL;
+    if (kind == POOL_MAX && n_out > 1 && ctx->node && ctx->node->n_outputs > 1 && ctx->node->outputs[1] != IR_NONE) {
+        rt_tensor *it = rt_value_as_tensor(&outputs[1]);
+        if ((st = rt_tensor_alloc(it, KILN_DTYPE_INT64, x->rank, ydims, ctx->err)) != KILN_OK) return st;
+        idx = it->data;
+    }
+    if (y->count == 0) return KILN_OK;
+    pool_job j = {&g, kind, ir_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
+                  ir_node_attr_int(ctx->node, "storage_order", 0) != 0, (float)ir_node_attr_int(ctx->node, "p", 2),
+                  x->data, y->data, idx};
+    cpu_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1, pool_run, &j);
+    return KILN_OK;
+}
+
+kiln_status cpu_maxpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                        int32_t n_out) {
+    return pool_common(ctx, inputs, n_in, outputs, n_out, POOL_MAX);
+}
+kiln_status cpu_averagepool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                            int32_t n_out) {
+    return pool_common(ctx, inputs, n_in, outputs, n_out, POOL_AVG);
+}
+kiln_status cpu_lppool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                       int32_t n_out) {
+    return pool_common(ctx, inputs, n_in, outputs, n_out, POOL_LP);
+}
+
+/* ---- global pools -------------------------------------------------------------------- */
+
+typedef struct gpool_job {
+    int kind;
+    float p;
+    int64_t size;
+    const float *x;
+    float *y;
+} gpool_job;
+
+static void gpool_run(void *user, int64_t begin, int64_t end) {
+    const gpool_job *j = user;
+    for (int64_t c = begin; c < end; c++) {
+        const float *xp = j->x + c * j->size;
+        float acc;
+        if (j->kind == POOL_MAX) {
+            acc = -INFINITY;
+            for (int64_t i = 0; i < j->size; i++) acc = xp[i] > acc ? xp[i] : acc;
+        } else if (j->kind == POOL_AVG) {
+            float s[8] = {0};
+            int64_t i = 0;
+            for (; i + 8 <= j->size; i += 8)
+                for (int k = 0; k < 8; k++) s[k] += xp[i + k];
+            acc = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+            for (; i < j->size; i++) acc += xp[i];
+            acc /= (float)j->size;
+        } else {
+            acc = 0.f;
+            for (int64_t i = 0; i < j->size; i++) acc += powf(fabsf(xp[i]), j->p);
+            acc = powf(acc, 1.f / j->p);
+        }
+        j->y[c] = acc;
+    }
+}
+
+static kiln_status gpool_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                rt_value *outputs, int kind) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    if (x->dtype != KILN_DTYPE_FLOAT)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
+                               kiln_dtype_name(x->dtype));
+    if (x->rank < 2) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 2 (got %d)", x->rank);
+    int64_t ydims[RT_MAX_RANK], size = 1;
+    ydims[0] = x->dims[0];
+    ydims[1] = x->dims[1];
+    for (int32_t i = 2; i < x->rank; i++) {
+        ydims[i] = 1;
+        size *= x->dims[i];
+    }
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    kiln_status st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err);
+    if (st != KILN_OK || y->count == 0) return st;
+    gpool_job j = {kind, (float)ir_node_attr_int(ctx->node, "p", 2), size, x->data, y->data};
+    cpu_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1 + 4096 / (size + 1), gpool_run, &j);
+    return KILN_OK;
+}
+
+kiln_status cpu_global_averagepool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                   rt_value *outputs, int32_t n_out) {
+    return gpool_common(ctx, inputs, n_in, outputs, POOL_AVG);
+}
+kiln_status cpu_global_maxpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out) {
+    return gpool_common(ctx, inputs, n_in, outputs, POOL_MAX);
+}
+kiln_status cpu_global_lppool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                              int32_t n_out) {
+    return gpool_common(ctx, inputs, n_in, outputs, POOL_LP);
+}
+
+/* ---- MaxUnpool ----------------------------------------------------------------------- */
+
+kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                          int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0), *ind = cpu_in(inputs, n_in, 1), *osh = cpu_in(inputs, n_in, 2);
+    if (!x || !ind) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "MaxUnpool needs X and I");
+    if (x->dtype != KILN_DTYPE_FLOAT || ind->dtype != KILN_DTYPE_INT64 || ind->count != x->count)
+        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "MaxUnpool needs float32 X and int64 I of X's shape");
+    if (x->rank < 3) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 3");
+    int32_t nsp = x->rank - 2;
+    int64_t ydims[RT_MAX_RANK];
+    ydims[0] = x->dims[0];
+    ydims[1] = x->dims[1];
+    if (osh) {
+        if (osh->dtype != KILN_DTYPE_INT64 || osh->count != (uint64_t)x->rank)
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape must be int64 with %d entries", x->rank);
+        for (int32_t i = 0; i < x->rank; i++) ydims[i] = ((const int64_t *)osh->data)[i];
+    } else {
+        /* default size: the inverse of the pooling geometry */
+        int64_t k[CPU_CONV_MAX_SPATIAL], s[CPU_CONV_MAX_SPATIAL], pads[2 * CPU_CONV_MAX_SPATIAL];
+        const ir_attr *ka = ir_node_attr(ctx->node, "kernel_shape"), *sa = ir_node_attr(ctx->node, "strides"),
+                      *pa = ir_node_attr(ctx->node, "pads");
+        if (!ka || ka->type != IR_ATTR_INTS || ka->n != nsp || nsp > CPU_CONV_MAX_SPATIAL)
+            return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "attribute kernel_shape must list %d integers", nsp);
+        for (int32_t i = 0; i < nsp; i++) {
+            k[i] = ka->ints[i];
+            s[i] = sa && sa->type == IR_ATTR_INTS && sa->n == nsp ? sa->ints[i] : 1;
+            pads[i] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i] : 0;
+            pads[i + nsp] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i + nsp] : 0;
+            ydims[2 + i] = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nsp];
+            if (ydims[2 + i] < 0) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "negative output size");
+        }
+    }
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    kiln_status st = rt_tensor_alloc_zero(y, KILN_DTYPE_FLOAT, x->rank, ydims, ctx->err);
+    if (st != KILN_OK) return st;
+    const int64_t *I = ind->data;
+    const float *X = x->data;
+    float *Y = y->data;
+    for (uint64_t i = 0; i < x->count; i++) {
+        if (I[i] < 0 || (uint64_t)I[i] >= y->count)
+            return cpu_kernel_fail(ctx, KILN_ERR_RUNTIME, "index %lld in I is outside the output (%llu elements)",
+                                   (long long)I[i], (unsigned long long)y->count);
+        Y[I[i]] = X[i];
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,47 @@
+/* pass_util.h - helpers shared by the graph passes: use counts, rewiring, removing
+ * nodes, and turning computed tensors into initializers. All work on one graph (the main
+ * graph); a value whose name a subgraph reads is "pinned": passes never remove or rename
+ * it, since subgraphs refer to outer values by name. */
+#ifndef KILN_BUILD_PASSES_PASS_UTIL_H
+#define KILN_BUILD_PASSES_PASS_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "ir/graph.h"
+#include "runtime/tensor.h"
+
+typedef struct pass_uses {
+    int32_t *count;  /* per value: node inputs reading it */
+    int32_t *reader; /* per value: the last node reading it */
+    bool *pinned;    /* graph output, or read by name from a subgraph */
+} pass_uses;
+
+kiln_status pass_uses_compute(const ir_graph *g, pass_uses *u, kiln_error *err);
+void pass_uses_free(pass_uses *u);
+
+/* Every node input reading `from` reads `to` instead. */
+void pass_replace_uses(ir_graph *g, int32_t from, int32_t to);
+
+/* Removes the nodes with dead[i] set, keeping order; fixes producer indices. */
+void pass_remove_nodes(ir_graph *g, const bool *dead);
+
+/* Makes value v an initializer holding a copy of t (data in the model arena). */
+kiln_status pass_set_initializer(ir_graph *g, int32_t v, const rt_tensor *t, kiln_error *err);
+
+/* A new initializer value named after `base` (made unique) holding a copy of t. */
+int32_t pass_new_initializer(ir_graph *g, const char *base, const rt_tensor *t, kiln_error *err);
+
+/* The constant tensor behind a value (initializer), or NULL. */
+static inline const ir_tensor *pass_const(const ir_graph *g, int32_t v) {
+    return (v >= 0 && v < g->n_values && g->values[v].init && (g->values[v].init->data || g->values[v].init->count == 0 ||
+                                                                 g->values[v].init->strings))
+               ? g->values[v].init
+               : NULL;
+}
+
+/* Whether the node has any graph attribute. */
+bool pass_has_subgraph(const ir_node *n);
+
+#endif

@@ -1,0 +1,223 @@
+/* cli_run.c - `kiln run MODEL.onnx`: runs a model N times on random inputs and prints
+ * latency statistics, optionally a per-node / per-op-type profile. The benchmark
+ * (bench/bench_cpu.py) drives it; `kiln exec` will subsume it.
+ *
+ *   kiln run MODEL.onnx [--inputs-random] [--iterations N] [--warmUp N] [--threads N]
+ *                       [--shapes name:1x3x224x224,name2:1x128] [--profile] [--int-max N]
+ *
+ * Symbolic input dims come from --shapes (dims not given default to 1, said on stderr).
+ * Integer inputs are drawn from [0, --int-max) (default 100) so ids stay in range for
+ * embedding tables; bool inputs are 0/1.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/model_internal.h"
+#include "cli/cli.h"
+#include "runtime/executor.h"
+#include "runtime/session.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* dims for input `name` from "--shapes a:1x3,b:2" into dims; returns the rank or -1 */
+static int shape_for(const char *shapes, const char *name, int64_t *dims) {
+    if (!shapes) return -1;
+    size_t nl = strlen(name);
+    const char *p = shapes;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        if (!colon) return -1;
+        const char *end = strchr(colon, ',');
+        if (!end) end = colon + strlen(colon);
+        if ((size_t)(colon - p) == nl && !strncmp(p, name, nl)) {
+            int r = 0;
+            const char *q = colon + 1;
+            while (q < end && r < RT_MAX_RANK) {
+                dims[r++] = strtoll(q, (char **)&q, 10);
+                if (*q == 'x') q++;
+                else break;
+            }
+            return r;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return -1;
+}
+
+typedef struct prof_acc {
+    const char *op[4096];
+    double ms[4096];
+    int n;
+    double total;
+    int iters;
+} prof_acc;
+
+static void prof_cb(const rt_node_profile *p, void *user) {
+    prof_acc *a = user;
+    double ms = (double)p->total_ns / 1e6 / (double)(p->calls ? p->calls : 1);
+    a->total += ms;
+    printf("  node %-40s %-22s %9.3f ms\n", p->node->name, p->node->op_type, ms);
+    for (int i = 0; i < a->n; i++)
+        if (!strcmp(a->op[i], p->node->op_type)) {
+            a->ms[i] += ms;
+            return;
+        }
+    if (a->n < 4096) {
+        a->op[a->n] = p->node->op_type;
+        a->ms[a->n++] = ms;
+    }
+}
+
+int cli_run(int argc, char **argv) {
+    const char *path = NULL, *shapes = NULL;
+    int iters = 10, warm = 2, threads = 0;
+    bool profile = false;
+    int64_t int_max = 100;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: kiln run MODEL.onnx [--inputs-random] [--iterations N] [--warmUp N] [--threads N]\n"
+                   "                [--shapes name:1x3x224x224,...] [--profile] [--int-max N]\n");
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--inputs-random")) {
+        } else if (!strcmp(a, "--profile")) profile = true;
+        else if (!strcmp(a, "--iterations") && has) iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--warmUp") && has) warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--shapes") && has) shapes = argv[++i];
+        else if (!strcmp(a, "--int-max") && has) int_max = strtoll(argv[++i], NULL, 10);
+        else if (a[0] == '-') return cli_usage_error("run", "unknown option '%s' (see kiln run --help)", a);
+        else if (!path) path = a;
+        else return cli_usage_error("run", "more than one model given ('%s' and '%s')", path, a);
+    }
+    if (!path) return cli_usage_error("run", "no model given: kiln run MODEL.onnx");
+    if (iters < 1 || iters > 100000 || warm < 0 || int_max < 1)
+        return cli_usage_error("run", "--iterations must be 1..100000, --warmUp >= 0, --int-max >= 1");
+    kiln_model *km = NULL;
+    if (kiln_model_load_file(path, NULL, &km) != KILN_OK) {
+        fprintf(stderr, "kiln run: %s\n", kiln_model_errmsg(km));
+        kiln_model_free(km);
+        return CLI_EXIT_FAILED;
+    }
+    ir_model *m = kiln_model_ir(km);
+    rt_session_options so = rt_session_options_default();
+    so.threads = threads;
+    so.profile = profile;
+    so.run_passes = true;
+    rt_session *s = NULL;
+    kiln_error e = {0};
+    int rc = CLI_EXIT_FAILED;
+    const ir_graph *g = m->graph;
+    int32_t n_feed = 0, n_out = 0;
+    const char **names = calloc((size_t)g->n_inputs + 1, sizeof *names);
+    rt_value *vals = calloc((size_t)g->n_inputs + 1, sizeof *vals);
+    const rt_value **ptrs = calloc((size_t)g->n_inputs + 1, sizeof *ptrs);
+    rt_value *outs = NULL;
+    double *times = calloc((size_t)iters, sizeof *times);
+    if (!names || !vals || !ptrs || !times) goto done;
+    if (rt_session_create(m, &so, &s, &e) != KILN_OK) {
+        fprintf(stderr, "kiln run: %s\n", kiln_err_msg(&e));
+        goto done;
+    }
+    uint32_t seed = 1;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->flags & IR_VALUE_INITIALIZER) continue;
+        if (v->type.kind != IR_TYPE_TENSOR || v->type.rank < 0) {
+            fprintf(stderr, "kiln run: input '%s' is not a tensor of known rank; random inputs cannot be made\n",
+                    v->name);
+            goto done;
+        }
+        int64_t dims[RT_MAX_RANK];
+        int r = shape_for(shapes, v->name, dims);
+        if (r >= 0 && r != v->type.rank) {
+            fprintf(stderr, "kiln run: --shapes gives %d dims for '%s', the model declares %d\n", r, v->name,
+                    v->type.rank);
+            goto done;
+        }
+        if (r < 0)
+            for (int32_t d = 0; d < v->type.rank; d++) {
+                dims[d] = v->type.dims[d].kind == IR_DIM_CONST ? v->type.dims[d].value : 1;
+                if (v->type.dims[d].kind != IR_DIM_CONST)
+                    fprintf(stderr, "kiln run: input '%s' dim %d is symbolic; using 1 (set it with --shapes)\n",
+                            v->name, d);
+            }
+        rt_value_init(&vals[n_feed]);
+        rt_tensor *t = rt_value_as_tensor(&vals[n_feed]);
+        if (rt_tensor_alloc(t, v->type.dtype, v->type.rank, dims, &e) != KILN_OK) {
+            fprintf(stderr, "kiln run: input '%s': %s\n", v->name, kiln_err_msg(&e));
+            goto done;
+        }
+        for (uint64_t k = 0; k < t->count; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            uint32_t rnd = seed >> 8;
+            switch (t->dtype) {
+            case KILN_DTYPE_FLOAT: ((float *)t->data)[k] = (float)(rnd & 0xffff) / 32768.f - 1.f; break;
+            case KILN_DTYPE_INT64: ((int64_t *)t->data)[k] = (int64_t)(rnd % (uint64_t)int_max); break;
+            case KILN_DTYPE_INT32: ((int32_t *)t->data)[k] = (int32_t)(rnd % (uint64_t)int_max); break;
+            case KILN_DTYPE_BOOL: ((uint8_t *)t->data)[k] = (uint8_t)(rnd & 1); break;
+            default:
+                if (k == 0) memset(t->data, 0, t->nbytes);
+                break;
+            }
+        }
+        names[n_feed] = v->name;
+        ptrs[n_feed] = &vals[n_feed];
+        n_feed++;
+    }
+    n_out = rt_session_n_outputs(s);
+    outs = calloc((size_t)n_out + 1, sizeof *outs);
+    if (!outs) goto done;
+    for (int it = -warm; it < iters; it++) {
+        for (int32_t k = 0; k < n_out; k++) rt_value_init(&outs[k]);
+        double t0 = now_ms();
+        if (rt_session_run(s, names, ptrs, n_feed, outs, &e) != KILN_OK) {
+            fprintf(stderr, "kiln run: %s\n", kiln_err_msg(&e));
+            goto done;
+        }
+        double t = now_ms() - t0;
+        if (it >= 0) times[it] = t;
+        for (int32_t k = 0; k < n_out; k++) rt_value_release(&outs[k]);
+    }
+    double sum = 0;
+    for (int i = 0; i < iters; i++) sum += times[i];
+    qsort(times, (size_t)iters, sizeof *times, cmp_double);
+    printf("%s: %d iterations, %d warm-up, threads %d\n", path, iters, warm, threads);
+    printf("latency: median = %.3f ms, mean = %.3f ms, p90 = %.3f ms, min = %.3f ms\n", times[iters / 2],
+           sum / iters, times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1], times[0]);
+    if (profile) {
+        static prof_acc acc;
+        memset(&acc, 0, sizeof acc);
+        acc.iters = iters + warm;
+        printf("profile (mean per call over %d runs incl. warm-up):\n", acc.iters);
+        rt_executor_foreach_profile(rt_session_executor(s), prof_cb, &acc);
+        printf("by op type:\n");
+        for (int i = 0; i < acc.n; i++)
+            printf("  %-22s %9.3f ms  %5.1f%%\n", acc.op[i], acc.ms[i], acc.total > 0 ? 100 * acc.ms[i] / acc.total : 0);
+    }
+    rc = CLI_EXIT_OK;
+done:
+    for (int32_t i = 0; i < n_feed; i++) rt_value_release(&vals[i]);
+    free(names);
+    free(vals);
+    free(ptrs);
+    free(outs);
+    free(times);
+    rt_session_free(s);
+    kiln_err_clear(&e);
+    kiln_model_free(km);
+    return rc;
+}
