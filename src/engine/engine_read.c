@@ -121,9 +121,9 @@ static bool looks_like_onnx(const uint8_t *d, size_t n, const char *name) {
 static kiln_status foreign(const uint8_t *d, size_t n, const char *name, kiln_error *err) {
     if (n > 0 && n < KILN_ENGINE_MAGIC_LEN && !memcmp(d, KILN_ENGINE_MAGIC, n))
         return kiln_err_set(err, KILN_ERR_FORMAT,
-                            "engine '%s' is truncated: only %zu bytes (an interrupted copy or download?): copy it "
-                            "again or rebuild it",
-                            name, n);
+                            "kiln engine file '%s' is truncated: only %zu bytes (an interrupted copy or download?): "
+                            "copy it again, or rebuild it with kiln exec --onnx=MODEL --saveEngine=%s",
+                            name, n, name);
     if (n >= 8 && !memcmp(d, "KILNENG", 7))
         return kiln_err_set(err, KILN_ERR_INCOMPATIBLE,
                             "'%s' is a kiln engine of another format generation (magic '%.8s'); this kiln %s "
@@ -350,9 +350,10 @@ static kiln_status read_header(const uint8_t *d, size_t size, const char *name, 
     engine_header *h = &p->header;
     if (size < ENGINE_HEADER_SIZE)
         return kiln_err_set(err, KILN_ERR_FORMAT,
-                            "engine '%s' is truncated: %zu bytes, shorter than the %u-byte header (an interrupted "
-                            "copy or download?): copy it again or rebuild it",
-                            name, size, ENGINE_HEADER_SIZE);
+                            "kiln engine file '%s' is truncated: %zu bytes, shorter than the %u-byte header (an "
+                            "interrupted copy or download?): copy it again, or rebuild it with kiln exec "
+                            "--onnx=MODEL --saveEngine=%s and run it with --loadEngine=%s",
+                            name, size, ENGINE_HEADER_SIZE, name, name);
     uint32_t hcrc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), d, ENGINE_OFF_HEADER_CRC);
     if (hcrc != le_u32(d + ENGINE_OFF_HEADER_CRC))
         return kiln_err_set(err, KILN_ERR_FORMAT,
