@@ -248,6 +248,14 @@ def test_nan_weights(models):
     assert "used by node '/layer3/Add' (Add) input 1" in d
 
 
+def test_inf_only_mask_constant_is_a_warning(models):
+    p = check(models, "inf_mask", "--shapes=mask:2x8,x:2x8")
+    assert p.returncode == 0, p.stdout
+    d = one(p.stdout, "weights-nan-inf")
+    assert d.startswith("warning[weights-nan-inf]: Constant node 'mask_fill_const' has 1 infinite value of 1")
+    assert "intentional -inf mask" in d
+
+
 def test_fp16_range_only_with_fp16(models):
     p = check(models, "fp16_range")
     assert "weights-fp16" not in p.stdout
