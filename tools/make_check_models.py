@@ -147,6 +147,17 @@ def nan_weights(out):
          [numpy_helper.from_array(b, "layer3.bias")])
 
 
+def inf_mask(out):
+    """A causal-mask fill exported as a Constant -inf: intentional, so only a warning."""
+    fill = helper.make_tensor("fill", F, [], [float("-inf")])
+    nodes = [
+        helper.make_node("Constant", [], ["neg_inf"], name="mask_fill_const", value=fill),
+        helper.make_node("Where", ["mask", "x", "neg_inf"], ["y"], name="apply_mask"),
+    ]
+    save(out, "inf_mask", nodes, [vi("mask", TensorProto.BOOL, ["batch", 8]), vi("x", F, ["batch", 8])],
+         [vi("y", F, ["batch", 8])])
+
+
 def fp16_range(out):
     """A -1e9 attention-mask fill and tiny values: fine in fp32, broken in fp16."""
     m = np.zeros((4, 8), dtype=np.float32)
@@ -197,7 +208,7 @@ def contract_models(out):
 
 
 ALL = [healthy, matmul_mismatch, gemm_mismatch, conv_channels, reshape_volume, broadcast, reshape_fixed_batch,
-       profile_model, custom_ops, nan_weights, fp16_range, unused_initializer, dead_node, contract_models]
+       profile_model, custom_ops, nan_weights, inf_mask, fp16_range, unused_initializer, dead_node, contract_models]
 
 
 def main(argv):

@@ -173,22 +173,29 @@ static void check_tensor(ir_model *m, const ir_graph *g, ir_tensor *t, const cha
     scan(t, o && o->fp16, &st);
     arena *a = &diags->arena;
     if (st.n_nan || st.n_inf) {
+        /* NaN is always a defect; infinities alone are usually an intentional -inf mask
+         * fill (exported attention masks), so they are a warning */
+        diag_severity sev = st.n_nan ? DIAG_ERROR : DIAG_WARNING;
         diag *d;
         if (st.n_nan && st.n_inf)
-            d = diag_add(diags, DIAG_ERROR, "weights-nan-inf", NULL, NULL,
+            d = diag_add(diags, sev, "weights-nan-inf", NULL, NULL,
                          "%s '%s' has %" PRIu64 " NaN and %" PRIu64 " infinite values of %" PRIu64
                          " (first at index %" PRIu64 ")",
                          what, name, st.n_nan, st.n_inf, t->count, st.first_bad);
         else
-            d = diag_add(diags, DIAG_ERROR, "weights-nan-inf", NULL, NULL,
+            d = diag_add(diags, sev, "weights-nan-inf", NULL, NULL,
                          "%s '%s' has %" PRIu64 " %s value%s of %" PRIu64 " (first at index %" PRIu64 ")", what, name,
                          st.n_nan ? st.n_nan : st.n_inf, st.n_nan ? "NaN" : "infinite",
                          (st.n_nan ? st.n_nan : st.n_inf) == 1 ? "" : "s", t->count, st.first_bad);
         diag_fact(diags, d, "'%s' is %s; the first bad value is at %s", name, tensor_type_str(a, t),
                   multi_index(a, t, st.first_bad));
         fact_consumer(diags, d, g, name);
-        diag_hint(diags, d, "re-export from a healthy checkpoint (check it with torch.isfinite(param).all()); "
-                            "replace intentional -inf masks with a large finite negative such as -1e4");
+        if (st.n_nan)
+            diag_hint(diags, d, "re-export from a healthy checkpoint (check it with torch.isfinite(param).all()); "
+                                "replace intentional -inf masks with a large finite negative such as -1e4");
+        else
+            diag_hint(diags, d, "fine if this is an intentional -inf mask fill; otherwise re-export from a healthy "
+                                "checkpoint. With --fp16, prefer a finite fill such as -1e4 (inf - inf gives NaN)");
     }
     if (st.n_over) {
         diag *d = diag_add(diags, DIAG_ERROR, "weights-fp16-range", NULL, NULL,

@@ -17,9 +17,9 @@
 
 /* Range of versions kiln reads. */
 #define IR_MIN_IR_VERSION 3
-#define IR_MAX_IR_VERSION 13
+#define IR_MAX_IR_VERSION 14
 #define IR_MIN_ONNX_OPSET 1
-#define IR_MAX_ONNX_OPSET 27
+#define IR_MAX_ONNX_OPSET 28
 
 /* Validates and sorts every graph in the model (main graph, subgraphs, function bodies).
  * Problems go to `diags` (may be NULL). Returns KILN_OK when there were no errors,

@@ -93,6 +93,11 @@ typedef struct rt_backend {
     /* Calls fn for every (domain, op_type) the backend has a kernel for, for "supported
      * ops" listings in error messages. */
     void (*foreach_op)(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
+
+    /* Optional (may be NULL): for an op the backend deliberately has no kernel for, a short
+     * reason ("random output can't match the reference"), else NULL. Shown next to the
+     * op in "unsupported op" reports. */
+    const char *(*unsupported_reason)(const char *domain, const char *op_type);
 } rt_backend;
 
 /* The CPU backend (src/backends/cpu/cpu_backend.c). */

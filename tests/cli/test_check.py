@@ -91,15 +91,18 @@ def test_conv_channel_mismatch(models):
 
 
 def test_reshape_volume_mismatch(models):
-    # [batch, 12, 64] -> [0, 512]: wrong for every batch size. Checked at concrete shapes:
-    # the symbolic run does not compare batch*768 with batch*512 (see the check report).
-    p = check(models, "reshape_volume", "--shapes=x:2x12x64")
+    # [batch, 12, 64] -> [0, 512]: wrong for every batch size, so it is found on the
+    # symbolic model already, in the model's own dim names, without any profile.
+    p = check(models, "reshape_volume")
     assert p.returncode == 1
     d = one(p.stdout, "shape-reshape-volume")
     assert "node 'Reshape_4' (Reshape)" in d
-    assert "1536" in d and "1024" in d and "[2, 512]" in d
-    assert "at profile 0 min/opt/max shapes (x=[2, 12, 64])" in d
+    assert "768*batch" in d and "512*batch" in d and "[batch, 512]" in d
     assert "hint:" in d
+    # at a concrete profile point the same node is reported once, not again per point
+    p = check(models, "reshape_volume", "--shapes=x:2x12x64")
+    assert p.returncode == 1
+    assert p.stdout.count("error[shape-reshape-volume]") == 1
 
 
 def test_broadcast_mismatch(models):
@@ -246,6 +249,14 @@ def test_nan_weights(models):
     d = one(p.stdout, "weights-nan-inf")
     assert "initializer 'layer3.bias' has 12 NaN and 1 infinite values of 256 (first at index 17)" in d
     assert "used by node '/layer3/Add' (Add) input 1" in d
+
+
+def test_inf_only_mask_constant_is_a_warning(models):
+    p = check(models, "inf_mask", "--shapes=mask:2x8,x:2x8")
+    assert p.returncode == 0, p.stdout
+    d = one(p.stdout, "weights-nan-inf")
+    assert d.startswith("warning[weights-nan-inf]: Constant node 'mask_fill_const' has 1 infinite value of 1")
+    assert "intentional -inf mask" in d
 
 
 def test_fp16_range_only_with_fp16(models):

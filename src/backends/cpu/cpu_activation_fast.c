@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
-#include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_kernel.h"
 
 static void s_exp(const float *x, float *y, int64_t n) {
@@ -76,25 +75,5 @@ kiln_status cpu_gelu(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     if (st != KILN_OK) return st;
     const cpu_vmath *vm = cpu_vmath_get();
     (use_tanh ? vm->gelu_tanh : vm->gelu)((const float *)x->data, (float *)y->data, (int64_t)x->count);
-    return KILN_OK;
-}
-
-/* Swish (opset 24): x * sigmoid(alpha * x), alpha defaults to 1. */
-kiln_status cpu_swish(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
-                      int32_t n_out) {
-    const rt_tensor *x = cpu_in(inputs, n_in, 0);
-    if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
-    if (x->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(x->dtype))
-        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_swish);
-    if (x->dtype != KILN_DTYPE_FLOAT) return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "input X must be a float tensor");
-    float alpha = ir_node_attr_float(ctx->node, "alpha", 1.f);
-    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
-    kiln_status st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, x->rank, x->dims, ctx->err);
-    if (st != KILN_OK || x->count == 0) return st;
-    const float *xv = x->data;
-    float *yv = y->data;
-    for (uint64_t i = 0; i < x->count; i++) yv[i] = alpha * xv[i];
-    cpu_vmath_get()->sigmoid(yv, yv, (int64_t)x->count);
-    for (uint64_t i = 0; i < x->count; i++) yv[i] *= xv[i];
     return KILN_OK;
 }

@@ -1,6 +1,6 @@
 /* cpu_image_ops.c - sampling and patch ops on images: GridSample (opsets 16/20, 2-D and
  * 3-D, nearest/linear/cubic, zeros/border/reflection padding, align_corners), AffineGrid,
- * RoiAlign (opsets 10/16), Col2Im, DeformConv and CenterCropPad.
+ * RoiAlign (opsets 10/16), Col2Im and DeformConv.
  *
  * All compute in float32 through cpu_fbuf.h (float16/float64 convert at the edges).
  * GridSample follows the ONNX reference exactly: grid coordinates are un-normalised in
@@ -9,7 +9,7 @@
  * padding rule (zeros: 0 outside). RoiAlign averages (or takes the max of the weighted
  * corners, as the reference does) over a sampling grid per output bin. DeformConv builds
  * an im2col matrix of bilinear samples at offset positions (times the optional mask) and
- * multiplies it with sgemm per group.
+ * multiplies it with sgemm per group. (CenterCropPad landed on main in cpu_tensor_extra.c.)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -433,57 +433,4 @@ kiln_status cpu_deform_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
 done:
     free(o1), free(o2), free(o3), free(o4), free(o5), free(ys), free(col);
     return st;
-}
-
-/* ---- CenterCropPad ------------------------------------------------------------------- */
-
-kiln_status cpu_center_crop_pad(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
-                                int32_t n_out) {
-    const rt_tensor *tx = cpu_in(inputs, n_in, 0), *ts = cpu_in(inputs, n_in, 1);
-    if (!tx || !ts) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "input_data and shape are required");
-    size_t es = cpu_elem_size(tx->dtype);
-    if (es == 0) return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "unsupported type %s", kiln_dtype_name(tx->dtype));
-    int64_t shp[RT_MAX_RANK], axes[RT_MAX_RANK];
-    int32_t ns, na = 0;
-    kiln_status st = cpu_read_ints(ctx, ts, "shape", shp, RT_MAX_RANK, &ns);
-    if (st != KILN_OK) return st;
-    const int64_t *aa = cpu_attr_ints(ctx->node, "axes", &na);
-    if (!aa) {
-        na = tx->rank;
-        for (int i = 0; i < na; i++) axes[i] = i;
-    } else {
-        for (int i = 0; i < na; i++) {
-            int32_t a;
-            if ((st = cpu_check_axis(ctx, aa[i], tx->rank, "axes", &a))) return st;
-            axes[i] = a;
-        }
-    }
-    if (ns != na) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "shape has %d entries for %d axes", (int)ns, (int)na);
-    int64_t od[RT_MAX_RANK], src0[RT_MAX_RANK] = {0}, dst0[RT_MAX_RANK] = {0}, cnt[RT_MAX_RANK];
-    memcpy(od, tx->dims, sizeof(int64_t) * (size_t)tx->rank);
-    for (int i = 0; i < na; i++) {
-        if (shp[i] < 0) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "shape must be >= 0");
-        od[axes[i]] = shp[i];
-    }
-    for (int32_t d = 0; d < tx->rank; d++) {
-        int64_t in = tx->dims[d], out = od[d];
-        if (out <= in) src0[d] = (in - out) / 2, cnt[d] = out;
-        else dst0[d] = (out - in) / 2, cnt[d] = in;
-    }
-    rt_tensor *y;
-    if ((st = cpu_alloc_out(ctx, outputs, n_out, 0, tx->dtype, tx->rank, od, &y))) return st;
-    if (y->count == 0) return KILN_OK;
-    memset(y->data, 0, (size_t)y->nbytes);
-    int64_t ss[RT_MAX_RANK], ds[RT_MAX_RANK];
-    cpu_contiguous_strides(tx->rank, tx->dims, ss);
-    cpu_contiguous_strides(tx->rank, od, ds);
-    int64_t so = 0, doff = 0;
-    for (int32_t d = 0; d < tx->rank; d++) so += src0[d] * ss[d], doff += dst0[d] * ds[d];
-    bool any = true;
-    for (int32_t d = 0; d < tx->rank; d++)
-        if (cnt[d] == 0) any = false;
-    if (any)
-        cpu_strided_copy(ctx->pool, es, tx->rank, cnt, (char *)y->data + doff * (int64_t)es, ds,
-                         (const char *)tx->data + so * (int64_t)es, ss);
-    return cpu_strings_own(ctx, y);
 }
