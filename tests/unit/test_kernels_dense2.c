@@ -158,6 +158,7 @@ static void test_einsum_matmul_and_diagonal(void **s) {
     release_all(in, 2);
     release_all(sq, 1);
     release_all(out, 1);
+    kiln_err_clear(&err);
 }
 
 /* ---- Attention ---------------------------------------------------------------------- */
@@ -200,6 +201,7 @@ static void test_attention_causal_matches_reference(void **s) {
     assert_non_null(strstr(kiln_err_msg(&err), "multiple of kv heads"));
     release_all(in, 3);
     release_all(out, 1);
+    kiln_err_clear(&err);
 }
 
 static void test_rotary_rejects_bad_position(void **s) {
@@ -217,6 +219,7 @@ static void test_rotary_rejects_bad_position(void **s) {
     assert_non_null(strstr(kiln_err_msg(&err), "outside the cache"));
     release_all(in, 4);
     release_all(out, 1);
+    kiln_err_clear(&err);
 }
 
 /* ---- Resize ------------------------------------------------------------------------- */
@@ -243,6 +246,7 @@ static void test_resize_nearest_and_errors(void **s) {
     assert_int_equal(run_op("Resize", 13, &bad, 1, in, 3, out, 1, &err), KILN_ERR_INVALID_MODEL);
     release_all(in, 3);
     release_all(out, 1);
+    kiln_err_clear(&err);
 }
 
 /* ---- quantization ------------------------------------------------------------------- */
@@ -277,6 +281,7 @@ static void test_quant_roundtrip_and_blocked_shape(void **s) {
     release_all(in, 3);
     release_all(out, 1);
     release_all(deq, 1);
+    kiln_err_clear(&err);
 }
 
 /* ---- RNN ---------------------------------------------------------------------------- */
@@ -316,6 +321,7 @@ static void test_rnn_forward_matches_loop(void **s) {
     assert_int_equal(run_op("RNN", 14, &hs2, 1, in, 3, out, 2, &err), KILN_ERR_SHAPE);
     release_all(in, 3);
     release_all(out, 2);
+    kiln_err_clear(&err);
 }
 
 /* ---- DFT / GridSample ---------------------------------------------------------------- */
@@ -333,6 +339,7 @@ static void test_dft_impulse_is_flat(void **s) {
     expect_close(out[0].t.data, want, 10, 1e-6f);
     release_all(in, 1);
     release_all(out, 1);
+    kiln_err_clear(&err);
 }
 
 static void test_gridsample_identity_grid(void **s) {
@@ -357,6 +364,7 @@ static void test_gridsample_identity_grid(void **s) {
         release_all(out, 1);
     }
     release_all(in, 2);
+    kiln_err_clear(&err);
 }
 
 #define DENSE2_TESTS                                          \
