@@ -163,7 +163,8 @@ kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_en
         free(bytes);
         return kiln_err_set(&b->error, KILN_ERR_NOMEM, "out of memory");
     }
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = "<built engine>"};
+    /* the bytes were just written here and never left memory: no weights checksum */
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = "<built engine>", .skip_weights_crc = true};
     st = engine_read_mem(bytes, size, &ro, &e->plan, &b->error);
     if (st != KILN_OK) {
         free(bytes);
@@ -184,8 +185,21 @@ kiln_status kiln_engine_load_file(const char *path, kiln_engine **out) {
     if (out) *out = e;
     if (!e) return KILN_ERR_NOMEM;
     if (!path) return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "no engine path given");
-    engine_read_options ro = {.cpu_features = cpu_features()};
+    engine_read_options ro = {.cpu_features = cpu_features(), .defer_weights_crc = true};
     kiln_status st = engine_read_file(path, &ro, &e->plan, &e->error);
+    if (!out) kiln_engine_free(e);
+    return st;
+}
+
+kiln_status kiln_engine_load_bytes(const void *data, size_t size, const char *display_name, kiln_engine **out) {
+    kiln_engine *e = calloc(1, sizeof *e);
+    if (out) *out = e;
+    if (!e) return KILN_ERR_NOMEM;
+    if (!data && size) return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "no engine bytes given (data is NULL)");
+    static const uint8_t empty[1];
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = display_name ? display_name : "<memory>",
+                              .defer_weights_crc = true};
+    kiln_status st = engine_read_mem(data ? data : empty, data ? size : 0, &ro, &e->plan, &e->error);
     if (!out) kiln_engine_free(e);
     return st;
 }

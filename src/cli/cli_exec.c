@@ -47,6 +47,7 @@ typedef struct exec_state {
     engine_plan *plan;
     uint64_t engine_size;
     double build_s, load_ms;
+    double wcheck_ms, wwait_ms; /* deferred weights checksum: its own time, and the wait for it after the load */
     build_stats bstats;
     bool built;
     run_shape *shapes;
@@ -243,7 +244,11 @@ static int build_from_onnx(exec_state *s) {
         free(bytes);
         return CLI_EXIT_FAILED;
     }
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->save_engine ? f->save_engine : "<built engine>"};
+    /* bytes that never left memory need no weights checksum; a saved file is read back
+     * as --loadEngine would read it */
+    engine_read_options ro = {.cpu_features = cpu_features(),
+                              .display_name = f->save_engine ? f->save_engine : "<built engine>",
+                              .skip_weights_crc = !f->save_engine, .defer_weights_crc = true};
     t0 = now_ms();
     if (f->save_engine) st = engine_read_file(f->save_engine, &ro, &s->plan, &err);
     else st = engine_read_mem(bytes, size, &ro, &s->plan, &err);
@@ -268,10 +273,17 @@ static int build_from_onnx(exec_state *s) {
 static int load_engine(exec_state *s) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine};
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine, .defer_weights_crc = true};
     double t0 = now_ms();
     kiln_status st = engine_read_file(f->load_engine, &ro, &s->plan, &err);
     s->load_ms = now_ms() - t0;
+    /* the weights' checksum ran on a background thread (engine.h); wait for it here so a
+     * corrupt engine fails even with --skipInference, and report it apart from the load */
+    if (st == KILN_OK) {
+        double t1 = now_ms();
+        st = engine_plan_weights_ready(s->plan, &s->wcheck_ms, &err);
+        s->wwait_ms = now_ms() - t1;
+    }
     if (st != KILN_OK) {
         perf_log('E', "Failed to load the engine.");
         fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
@@ -281,6 +293,9 @@ static int load_engine(exec_state *s) {
     s->engine_size = file_size(f->load_engine);
     perf_log('I', "Loaded engine with size: %g MiB", (double)s->engine_size / (1 << 20));
     perf_log('I', "Engine deserialized in %g sec.", s->load_ms / 1000.0);
+    if (s->wcheck_ms > 0)
+        perf_log('V', "Engine weights checksum verified in %g ms on a background thread (waited %g ms for it)",
+                 s->wcheck_ms, s->wwait_ms);
     if (f->save_engine) {
         st = engine_write_file(s->plan, f->save_engine, &err);
         if (st != KILN_OK) {
@@ -736,8 +751,9 @@ static void write_json_report(exec_state *s, bool passed) {
                   f->workspace_bytes);
     }
     if (s->plan) {
-        sb_printf(&j, "  \"engine\": {\"size_bytes\": %" PRIu64 ", \"load_ms\": %.6f, \"layers\": %d, \"weights_bytes\": %" PRIu64 "},\n",
-                  s->engine_size, s->load_ms, s->plan->n_layers, s->plan->mem.weights_bytes);
+        sb_printf(&j, "  \"engine\": {\"size_bytes\": %" PRIu64 ", \"load_ms\": %.6f, \"weights_crc_ms\": %.6f, "
+                      "\"weights_crc_wait_ms\": %.6f, \"layers\": %d, \"weights_bytes\": %" PRIu64 "},\n",
+                  s->engine_size, s->load_ms, s->wcheck_ms, s->wwait_ms, s->plan->n_layers, s->plan->mem.weights_bytes);
         sb_append(&j, "  \"profiles\": [");
         for (int32_t p = 0; p < s->plan->n_profiles; p++) {
             const engine_profile *pr = &s->plan->profiles[p];
