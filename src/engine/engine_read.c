@@ -550,6 +550,39 @@ static kiln_status check_crc(const uint8_t *d, const engine_section_entry *s, bo
     return KILN_OK;
 }
 
+/* Every node of a CPU engine (subgraphs included) must have a kernel in this build. An
+ * engine written by a kiln with more kernels (same major.minor, a newer patch or a
+ * build with extra ops) fails here, naming the op, instead of when a context is made or
+ * a run reaches the node. The runtime resolves kernels the same way (cpu_backend.c). */
+static kiln_status check_kernels(const engine_plan *p, const ir_graph *g, int depth, const char *name,
+                                 kiln_error *err) {
+    if (depth > 64) return kiln_err_set(err, KILN_ERR_LIMIT, "engine '%s': subgraphs nested deeper than 64", name);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        int64_t opset = n->opset > 0 ? n->opset : ir_model_opset(p->model, n->domain);
+        if (!cpu_kernel_find(n->domain, n->op_type, opset)) {
+            const char *dom = n->domain[0] ? n->domain : "ai.onnx";
+            const char *model = p->meta.source_model && *p->meta.source_model ? p->meta.source_model : "MODEL.onnx";
+            return kiln_err_set(err, KILN_ERR_INCOMPATIBLE,
+                                "engine '%s' needs a CPU kernel for %s (%s opset %lld, node '%s') that this kiln %s "
+                                "does not have%s; it was built by kiln %u.%u.%u. Run it with a kiln that has the "
+                                "kernel, or rebuild it with this one: kiln exec --onnx=%s --saveEngine=%s",
+                                name, n->op_type, dom, (long long)opset, n->name, KILN_VERSION_STRING,
+                                cpu_kernel_exists(n->domain, n->op_type) ? " at that opset" : "",
+                                p->header.ver_major, p->header.ver_minor, p->header.ver_patch, model, name);
+        }
+        for (int32_t a = 0; a < n->n_attrs; a++) {
+            const ir_attr *at = &n->attrs[a];
+            kiln_status st = KILN_OK;
+            if (at->g) st = check_kernels(p, at->g, depth + 1, name, err);
+            for (int32_t k = 0; st == KILN_OK && at->graphs && k < at->n; k++)
+                if (at->graphs[k]) st = check_kernels(p, at->graphs[k], depth + 1, name, err);
+            if (st != KILN_OK) return st;
+        }
+    }
+    return KILN_OK;
+}
+
 /* Is this engine usable here? Says what differs and how to rebuild. */
 static kiln_status check_compat(const engine_plan *p, const engine_read_options *o, const char *name,
                                 kiln_error *err) {
@@ -644,6 +677,8 @@ kiln_status engine_read_mem(const uint8_t *d, size_t size, const engine_read_opt
                                           p->outputs[i].name);
             }
             if (st != KILN_OK) kiln_err_prefix(err, "engine '%s': ", name);
+            if (st == KILN_OK && !opts->skip_compat && p->header.backend == ENGINE_BACKEND_CPU)
+                st = check_kernels(p, p->model->graph, 0, name, err);
         }
         /* last, so a plan that failed above never starts a thread */
         if (st == KILN_OK && !opts->skip_checksums && !opts->skip_weights_crc && opts->defer_weights_crc) {
