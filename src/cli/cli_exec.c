@@ -378,6 +378,17 @@ static kiln_status make_inputs(exec_state *s, const run_shape *rs, input_set *in
         const char *file = NULL;
         for (int k = 0; k < s->f.n_inputs; k++)
             if (!strcmp(s->f.inputs[k].name, io->name)) file = s->f.inputs[k].path;
+        /* sequences and optionals: only from a .pb file (exec_load_value) */
+        const ir_graph *g = p->model->graph;
+        int32_t vid = ir_graph_find(g, io->name);
+        const ir_type *decl = vid != IR_NONE ? &g->values[vid].type : NULL;
+        if (decl && (decl->kind == IR_TYPE_SEQUENCE || decl->kind == IR_TYPE_OPTIONAL)) {
+            kiln_status st = exec_load_value(file, io->name, decl, &in->vals[i], err);
+            if (st != KILN_OK) return st;
+            sb_printf(desc, "%s%s: %s from %s", i ? ", " : "", io->name,
+                      decl->kind == IR_TYPE_SEQUENCE ? "sequence" : "optional", file);
+            continue;
+        }
         rt_tensor *t = rt_value_as_tensor(&in->vals[i]);
         kiln_status st = file ? exec_load_input(file, io->name, dt, rank, dims, given != NULL || !pi, t, err)
                               : rt_tensor_alloc(t, dt, rank, dims, err);
@@ -440,7 +451,7 @@ typedef struct stream_job {
     double t_origin, duration_ms, warmup_ms;
     perf_query *q;
     int n_q, cap_q;
-    layer_snap *snap;    /* profile while timing (stream 0, without --separateProfileRun) */
+    layer_snap *snap;    /* profile while timing (every stream, without --separateProfileRun) */
     rt_value *keep;      /* last outputs (stream 0) */
     int32_t n_out;
     kiln_error err;
@@ -582,12 +593,21 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     snap.g = s->plan->model->graph;
     snap.n_nodes = snap.g->n_nodes;
     snap.last_ns = calloc((size_t)(snap.n_nodes ? snap.n_nodes : 1), sizeof *snap.last_ns);
+    /* with several streams each profiles its own context; the runs are merged after */
+    layer_snap *ssnaps = calloc((size_t)ns, sizeof *ssnaps);
+    bool snaps_ok = ssnaps != NULL;
+    for (int i = 1; snaps_ok && i < ns; i++) {
+        ssnaps[i].g = snap.g;
+        ssnaps[i].n_nodes = snap.n_nodes;
+        ssnaps[i].last_ns = calloc((size_t)(snap.n_nodes ? snap.n_nodes : 1), sizeof *snap.last_ns);
+        snaps_ok = ssnaps[i].last_ns != NULL;
+    }
     rt_value *keep = NULL;
     int32_t n_out = 0;
-    if (!jobs || !th || !snap.last_ns) st = kiln_err_set(&err, KILN_ERR_NOMEM, "out of memory");
+    if (!jobs || !th || !snap.last_ns || !snaps_ok) st = kiln_err_set(&err, KILN_ERR_NOMEM, "out of memory");
     int per_stream = (f->iterations + ns - 1) / ns;
     for (int i = 0; i < ns && st == KILN_OK; i++) {
-        engine_context_options co = {.threads = s->threads, .profile = inline_profile && i == 0,
+        engine_context_options co = {.threads = s->threads, .profile = inline_profile,
                                      .profile_index = f->profile_index > 0 ? f->profile_index : 0};
         st = engine_context_create(s->plan, &co, &jobs[i].ctx, &err);
         if (st != KILN_OK) break;
@@ -599,7 +619,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         jobs[i].duration_ms = f->duration_s * 1000.0;
         jobs[i].warmup_ms = f->warmup_ms;
         jobs[i].n_out = n_out;
-        jobs[i].snap = inline_profile && i == 0 ? &snap : NULL;
+        jobs[i].snap = inline_profile ? (i == 0 ? &snap : &ssnaps[i]) : NULL;
     }
     if (st == KILN_OK) {
         keep = calloc((size_t)(n_out ? n_out : 1), sizeof *keep);
@@ -619,6 +639,25 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
                 st = jobs[i].st;
                 kiln_err_move(&err, &jobs[i].err);
             }
+        /* merge the other streams' per-run layer times into stream 0's */
+        for (int i = 1; st == KILN_OK && inline_profile && i < ns; i++) {
+            layer_snap *o = &ssnaps[i];
+            for (int32_t r = 0; r < o->n_runs; r++) {
+                if (snap.n_runs == snap.cap_runs) {
+                    int32_t nc = snap.cap_runs ? snap.cap_runs * 2 : 64;
+                    double *nr = realloc(snap.runs, sizeof *nr * (size_t)nc * (size_t)(snap.n_nodes ? snap.n_nodes : 1));
+                    if (!nr) break;
+                    snap.runs = nr;
+                    snap.cap_runs = nc;
+                }
+                memcpy(snap.runs + (size_t)snap.n_runs * (size_t)snap.n_nodes, o->runs + (size_t)r * (size_t)o->n_nodes,
+                       sizeof(double) * (size_t)snap.n_nodes);
+                snap.n_runs++;
+            }
+        }
+        if (inline_profile && ns > 1)
+            perf_log('I', "Per-layer profile: all %d streams, %d runs in all (streams run in parallel, so layer times "
+                          "include their contention)", ns, snap.n_runs);
     }
     if (st == KILN_OK) {
         /* gather, sort by start, and measure the wall time from first start to last end */
@@ -709,6 +748,11 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     free(th);
     free(snap.last_ns);
     free(snap.runs);
+    for (int i = 1; ssnaps && i < ns; i++) {
+        free(ssnaps[i].last_ns);
+        free(ssnaps[i].runs);
+    }
+    free(ssnaps);
     input_set_free(&in);
     sb_free(&desc);
     return st;

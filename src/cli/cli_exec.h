@@ -23,6 +23,11 @@ kiln_status exec_parse_npy(const uint8_t *d, size_t n, const char *path, kiln_dt
 kiln_status exec_check_raw(size_t size, const char *path, const char *name, kiln_dtype want_dt, int32_t want_rank,
                            const int64_t *want_dims, kiln_error *err);
 
+/* A sequence or optional input (decl is its declared type): only from an ONNX
+ * SequenceProto/OptionalProto .pb file; path NULL (nothing given) is an error that says
+ * which flag to use. */
+kiln_status exec_load_value(const char *path, const char *name, const ir_type *decl, rt_value *out, kiln_error *err);
+
 /* Deterministic pseudo-random floats in [-1, 1); integer and bool inputs are zero. */
 void exec_fill_random(rt_tensor *t, uint32_t seed);
 

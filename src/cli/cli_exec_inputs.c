@@ -13,6 +13,7 @@
 #include "cli/cli_exec.h"
 #include "core/alloc.h"
 #include "onnx/onnx_value_file.h"
+#include "runtime/value_io.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -212,6 +213,28 @@ kiln_status exec_load_input(const char *path, const char *name, kiln_dtype want_
     if (st == KILN_OK) st = rt_tensor_alloc(out, dt, rank, dims, err);
     if (st == KILN_OK && nbytes) memcpy(out->data, data, (size_t)nbytes);
     free(buf);
+    arena_free(&a);
+    return st;
+}
+
+kiln_status exec_load_value(const char *path, const char *name, const ir_type *decl, rt_value *out, kiln_error *err) {
+    const char *kind = decl->kind == IR_TYPE_SEQUENCE ? "sequence" : decl->kind == IR_TYPE_OPTIONAL ? "optional" : "non-tensor";
+    if (!path)
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                            "input '%s' is a %s: kiln exec only generates tensors; give its value with "
+                            "--loadInputs=%s:FILE.pb (an ONNX %s file)",
+                            name, kind, name, decl->kind == IR_TYPE_OPTIONAL ? "OptionalProto" : "SequenceProto");
+    if (!ends_with(path, ".pb"))
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                            "--loadInputs: input '%s' is a %s, which raw and .npy files cannot hold: give an ONNX "
+                            "%s .pb file",
+                            name, kind, decl->kind == IR_TYPE_OPTIONAL ? "OptionalProto" : "SequenceProto");
+    arena a;
+    arena_init(&a);
+    onnx_value v;
+    kiln_status st = onnx_read_value_file(path, decl->kind, &a, &v, err);
+    if (st == KILN_OK) st = rt_value_from_onnx(&v, decl, out, err);
+    if (st != KILN_OK) kiln_err_prefix(err, "--loadInputs: input '%s' ('%s'): ", name, path);
     arena_free(&a);
     return st;
 }
