@@ -132,8 +132,15 @@ kiln_status kiln_builder_set_timing_cache(kiln_builder *b, const char *path);
 kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_engine **out);
 
 /* Loads an engine file (mapped: weights are not copied). *out is always set when out is
- * not NULL: on failure it holds only the error (kiln_engine_errmsg) and must be freed. */
+ * not NULL: on failure it holds only the error (kiln_engine_errmsg) and must be freed.
+ * Everything parsed (header, sections, graph, offsets and sizes) is checked before this
+ * returns; the checksum of the weight bytes runs on a background thread, and
+ * kiln_context_create / kiln_engine_save_file / kiln_engine_serialize wait for it and
+ * fail with KILN_ERR_FORMAT if the weights are corrupt. */
 kiln_status kiln_engine_load_file(const char *path, kiln_engine **out);
+/* The same from bytes in memory (kiln_engine_serialize's output); the bytes are not
+ * copied and must outlive the engine. display_name (may be NULL) is used in messages. */
+kiln_status kiln_engine_load_bytes(const void *data, size_t size, const char *display_name, kiln_engine **out);
 kiln_status kiln_engine_save_file(kiln_engine *e, const char *path);
 /* Serializes into a malloc'd buffer (free it with free()). */
 kiln_status kiln_engine_serialize(kiln_engine *e, void **data, size_t *size);

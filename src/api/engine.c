@@ -66,12 +66,14 @@ const char *kiln_builder_errmsg(const kiln_builder *b) { return b ? kiln_err_msg
 
 kiln_status kiln_builder_set_workspace(kiln_builder *b, uint64_t bytes) {
     if (!b) return KILN_ERR_INVALID_ARG;
+    kiln_err_clear(&b->error); /* the message is always the last call's */
     b->workspace = bytes;
     return reset(&b->error);
 }
 
 kiln_status kiln_builder_set_threads(kiln_builder *b, int threads) {
     if (!b) return KILN_ERR_INVALID_ARG;
+    kiln_err_clear(&b->error); /* the message is always the last call's */
     if (threads < 0) return kiln_err_set(&b->error, KILN_ERR_INVALID_ARG, "threads must be >= 0 (0 = all CPUs)");
     b->threads = threads;
     return reset(&b->error);
@@ -79,6 +81,7 @@ kiln_status kiln_builder_set_threads(kiln_builder *b, int threads) {
 
 kiln_status kiln_builder_allow_precision(kiln_builder *b, kiln_precision p) {
     if (!b) return KILN_ERR_INVALID_ARG;
+    kiln_err_clear(&b->error); /* the message is always the last call's */
     switch (p) {
     case KILN_PRECISION_FP32: break;
     case KILN_PRECISION_FP16: b->precision_flags |= ENGINE_PREC_FLAG_FP16; break;
@@ -91,8 +94,9 @@ kiln_status kiln_builder_allow_precision(kiln_builder *b, kiln_precision p) {
 }
 
 kiln_status kiln_builder_add_shapes(kiln_builder *b, int profile, kiln_shape_point point, const char *spec) {
-    if (!b || !spec) return KILN_ERR_INVALID_ARG;
+    if (!b) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&b->error);
+    if (!spec) return kiln_err_set(&b->error, KILN_ERR_INVALID_ARG, "kiln_builder_add_shapes: no shape spec given (NULL)");
     kiln_status st = build_profiles_select(&b->profiles, profile, &b->error);
     if (st != KILN_OK) return st;
     static const build_shape_flag flags[] = {BUILD_FLAG_MIN, BUILD_FLAG_OPT, BUILD_FLAG_MAX, BUILD_FLAG_SHAPES};
@@ -102,6 +106,7 @@ kiln_status kiln_builder_add_shapes(kiln_builder *b, int profile, kiln_shape_poi
 
 kiln_status kiln_builder_set_timing_cache(kiln_builder *b, const char *path) {
     if (!b) return KILN_ERR_INVALID_ARG;
+    kiln_err_clear(&b->error); /* the message is always the last call's */
     free(b->timing_cache);
     b->timing_cache = path ? strdup(path) : NULL;
     if (path && !b->timing_cache) return kiln_err_set(&b->error, KILN_ERR_NOMEM, "out of memory");
@@ -114,14 +119,14 @@ kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_en
     kiln_err_clear(&b->error);
     if (!model || !model->ir || !out)
         return kiln_err_set(&b->error, KILN_ERR_INVALID_ARG, "kiln_builder_build needs a loaded model and an output");
-    /* The builder rewrites the graph, so it works on its own copy: re-import the file. */
+    /* The builder rewrites the graph, so it works on its own copy: re-import the model's
+     * bytes (still mapped or owned by the caller; ir->path is only a display name for
+     * models loaded from memory, so it is never reopened). */
     ir_model *ir = NULL;
     kiln_model_options mo = kiln_model_options_default();
-    kiln_status st;
-    if (model->ir->path) st = onnx_load_file(model->ir->path, &mo, &ir, &b->error);
-    else
-        st = onnx_load_bytes(model->ir->file_data, (size_t)model->ir->file_size, "<memory>", model->ir->base_dir, &mo,
-                             &ir, &b->error);
+    kiln_status st = onnx_load_bytes(model->ir->file_data, (size_t)model->ir->file_size,
+                                     model->ir->path ? model->ir->path : "<memory>", model->ir->base_dir, &mo, &ir,
+                                     &b->error);
     if (st != KILN_OK) return st;
     diag_list diags;
     diag_list_init(&diags);
@@ -163,7 +168,8 @@ kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_en
         free(bytes);
         return kiln_err_set(&b->error, KILN_ERR_NOMEM, "out of memory");
     }
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = "<built engine>"};
+    /* the bytes were just written here and never left memory: no weights checksum */
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = "<built engine>", .skip_weights_crc = true};
     st = engine_read_mem(bytes, size, &ro, &e->plan, &b->error);
     if (st != KILN_OK) {
         free(bytes);
@@ -184,21 +190,40 @@ kiln_status kiln_engine_load_file(const char *path, kiln_engine **out) {
     if (out) *out = e;
     if (!e) return KILN_ERR_NOMEM;
     if (!path) return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "no engine path given");
-    engine_read_options ro = {.cpu_features = cpu_features()};
+    engine_read_options ro = {.cpu_features = cpu_features(), .defer_weights_crc = true};
     kiln_status st = engine_read_file(path, &ro, &e->plan, &e->error);
     if (!out) kiln_engine_free(e);
     return st;
 }
 
+kiln_status kiln_engine_load_bytes(const void *data, size_t size, const char *display_name, kiln_engine **out) {
+    kiln_engine *e = calloc(1, sizeof *e);
+    if (out) *out = e;
+    if (!e) return KILN_ERR_NOMEM;
+    if (!data && size) return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "no engine bytes given (data is NULL)");
+    static const uint8_t empty[1];
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = display_name ? display_name : "<memory>",
+                              .defer_weights_crc = true};
+    kiln_status st = engine_read_mem(data ? data : empty, data ? size : 0, &ro, &e->plan, &e->error);
+    if (!out) kiln_engine_free(e);
+    return st;
+}
+
 kiln_status kiln_engine_save_file(kiln_engine *e, const char *path) {
-    if (!e || !e->plan || !path) return KILN_ERR_INVALID_ARG;
+    if (!e) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&e->error);
+    if (!e->plan || !path)
+        return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "kiln_engine_save_file needs a loaded engine and a path");
     return engine_write_file(e->plan, path, &e->error);
 }
 
 kiln_status kiln_engine_serialize(kiln_engine *e, void **data, size_t *size) {
-    if (!e || !e->plan || !data || !size) return KILN_ERR_INVALID_ARG;
+    if (!e) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&e->error);
+    if (data) *data = NULL;
+    if (size) *size = 0;
+    if (!e->plan || !data || !size)
+        return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "kiln_engine_serialize needs a loaded engine and data/size outputs");
     uint8_t *p = NULL;
     kiln_status st = engine_write_mem(e->plan, &p, size, &e->error);
     *data = p;
@@ -237,6 +262,7 @@ kiln_status kiln_context_create(kiln_engine *e, int threads, kiln_context **out)
     if (!c) return KILN_ERR_NOMEM;
     if (!e || !e->plan || !e->plan->model)
         return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "kiln_context_create needs a loaded engine");
+    if (threads < 0) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "threads must be >= 0 (0 = all CPUs), got %d", threads);
     c->engine = e;
     c->threads = threads;
     c->n_in = e->plan->n_inputs;
@@ -269,8 +295,10 @@ void kiln_context_free(kiln_context *c) {
 const char *kiln_context_errmsg(const kiln_context *c) { return c ? kiln_err_msg(&c->error) : "no context"; }
 
 kiln_status kiln_context_set_profile(kiln_context *c, int profile) {
-    if (!c || !c->engine) return KILN_ERR_INVALID_ARG;
+    if (!c) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&c->error);
+    if (!c->engine || !c->ctx) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "the context was not created");
+    if (profile < 0) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "profile %d does not exist (profiles count from 0)", profile);
     engine_context *nc = NULL;
     engine_context_options o = {.threads = c->threads, .profile_index = profile};
     kiln_status st = engine_context_create(c->engine->plan, &o, &nc, &c->error);
@@ -283,27 +311,51 @@ kiln_status kiln_context_set_profile(kiln_context *c, int profile) {
 
 kiln_status kiln_context_set_input(kiln_context *c, const char *name, int dtype, int rank, const int64_t *dims,
                                    const void *data, size_t nbytes) {
-    if (!c || !c->ctx || !name) return KILN_ERR_INVALID_ARG;
+    if (!c) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&c->error);
+    if (!c->ctx) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "the context was not created");
+    if (!name) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "kiln_context_set_input: no input name given (NULL)");
     for (int32_t i = 0; i < c->n_in; i++) {
         if (strcmp(c->names[i], name)) continue;
+        /* whatever happens below, the input is unset until it succeeds: a failed call
+         * never leaves half-written data for the next run */
+        rt_value_release(&c->inputs[i]);
         if (!kiln_dtype_valid(dtype) || rank < 0 || rank > RT_MAX_RANK)
-            return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "input '%s': bad dtype %d or rank %d", name, dtype, rank);
-        rt_tensor *t = rt_value_as_tensor(&c->inputs[i]);
-        kiln_status st = rt_tensor_alloc(t, (kiln_dtype)dtype, rank, dims, &c->error);
-        if (st != KILN_OK) return st;
-        if (nbytes != t->nbytes)
+            return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "input '%s': bad dtype %d or rank %d (at most %d)", name,
+                                dtype, rank, RT_MAX_RANK);
+        if (rank > 0 && !dims)
+            return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "input '%s': rank %d but dims is NULL", name, rank);
+        rt_tensor tmp;
+        memset(&tmp, 0, sizeof tmp);
+        kiln_status st = rt_tensor_alloc(&tmp, (kiln_dtype)dtype, rank, dims, &c->error);
+        if (st != KILN_OK) {
+            kiln_err_prefix(&c->error, "input '%s': ", name);
+            return st;
+        }
+        if (nbytes != tmp.nbytes) {
+            rt_tensor_release(&tmp);
             return kiln_err_set(&c->error, KILN_ERR_SHAPE, "input '%s': %zu bytes given, the shape needs %llu", name, nbytes,
-                                (unsigned long long)t->nbytes);
-        if (nbytes) memcpy(t->data, data, nbytes);
+                                (unsigned long long)tmp.nbytes);
+        }
+        if (nbytes && !data) {
+            rt_tensor_release(&tmp);
+            return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "input '%s': data is NULL for %zu bytes", name, nbytes);
+        }
+        if (nbytes) memcpy(tmp.data, data, nbytes);
+        *rt_value_as_tensor(&c->inputs[i]) = tmp;
         return KILN_OK;
     }
     return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "the engine has no input named '%s'", name);
 }
 
 kiln_status kiln_context_run(kiln_context *c) {
-    if (!c || !c->ctx) return KILN_ERR_INVALID_ARG;
+    if (!c) return KILN_ERR_INVALID_ARG;
     kiln_err_clear(&c->error);
+    if (!c->ctx) return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "the context was not created");
+    for (int32_t i = 0; i < c->n_in; i++)
+        if (c->inputs[i].kind != IR_TYPE_TENSOR || !c->inputs[i].has_value)
+            return kiln_err_set(&c->error, KILN_ERR_INVALID_ARG, "input '%s' was not set: call kiln_context_set_input first",
+                                c->names[i]);
     release_outputs(c);
     int32_t n = engine_context_n_outputs(c->ctx);
     c->outputs = calloc((size_t)(n ? n : 1), sizeof *c->outputs);

@@ -47,6 +47,7 @@ typedef struct exec_state {
     engine_plan *plan;
     uint64_t engine_size;
     double build_s, load_ms;
+    double wcheck_ms, wwait_ms; /* deferred weights checksum: its own time, and the wait for it after the load */
     build_stats bstats;
     bool built;
     run_shape *shapes;
@@ -243,7 +244,11 @@ static int build_from_onnx(exec_state *s) {
         free(bytes);
         return CLI_EXIT_FAILED;
     }
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->save_engine ? f->save_engine : "<built engine>"};
+    /* bytes that never left memory need no weights checksum; a saved file is read back
+     * as --loadEngine would read it */
+    engine_read_options ro = {.cpu_features = cpu_features(),
+                              .display_name = f->save_engine ? f->save_engine : "<built engine>",
+                              .skip_weights_crc = !f->save_engine, .defer_weights_crc = true};
     t0 = now_ms();
     if (f->save_engine) st = engine_read_file(f->save_engine, &ro, &s->plan, &err);
     else st = engine_read_mem(bytes, size, &ro, &s->plan, &err);
@@ -268,10 +273,17 @@ static int build_from_onnx(exec_state *s) {
 static int load_engine(exec_state *s) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
-    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine};
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine, .defer_weights_crc = true};
     double t0 = now_ms();
     kiln_status st = engine_read_file(f->load_engine, &ro, &s->plan, &err);
     s->load_ms = now_ms() - t0;
+    /* the weights' checksum ran on a background thread (engine.h); wait for it here so a
+     * corrupt engine fails even with --skipInference, and report it apart from the load */
+    if (st == KILN_OK) {
+        double t1 = now_ms();
+        st = engine_plan_weights_ready(s->plan, &s->wcheck_ms, &err);
+        s->wwait_ms = now_ms() - t1;
+    }
     if (st != KILN_OK) {
         perf_log('E', "Failed to load the engine.");
         fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
@@ -281,6 +293,9 @@ static int load_engine(exec_state *s) {
     s->engine_size = file_size(f->load_engine);
     perf_log('I', "Loaded engine with size: %g MiB", (double)s->engine_size / (1 << 20));
     perf_log('I', "Engine deserialized in %g sec.", s->load_ms / 1000.0);
+    if (s->wcheck_ms > 0)
+        perf_log('V', "Engine weights checksum verified in %g ms on a background thread (waited %g ms for it)",
+                 s->wcheck_ms, s->wwait_ms);
     if (f->save_engine) {
         st = engine_write_file(s->plan, f->save_engine, &err);
         if (st != KILN_OK) {
@@ -363,6 +378,17 @@ static kiln_status make_inputs(exec_state *s, const run_shape *rs, input_set *in
         const char *file = NULL;
         for (int k = 0; k < s->f.n_inputs; k++)
             if (!strcmp(s->f.inputs[k].name, io->name)) file = s->f.inputs[k].path;
+        /* sequences and optionals: only from a .pb file (exec_load_value) */
+        const ir_graph *g = p->model->graph;
+        int32_t vid = ir_graph_find(g, io->name);
+        const ir_type *decl = vid != IR_NONE ? &g->values[vid].type : NULL;
+        if (decl && (decl->kind == IR_TYPE_SEQUENCE || decl->kind == IR_TYPE_OPTIONAL)) {
+            kiln_status st = exec_load_value(file, io->name, decl, &in->vals[i], err);
+            if (st != KILN_OK) return st;
+            sb_printf(desc, "%s%s: %s from %s", i ? ", " : "", io->name,
+                      decl->kind == IR_TYPE_SEQUENCE ? "sequence" : "optional", file);
+            continue;
+        }
         rt_tensor *t = rt_value_as_tensor(&in->vals[i]);
         kiln_status st = file ? exec_load_input(file, io->name, dt, rank, dims, given != NULL || !pi, t, err)
                               : rt_tensor_alloc(t, dt, rank, dims, err);
@@ -425,7 +451,7 @@ typedef struct stream_job {
     double t_origin, duration_ms, warmup_ms;
     perf_query *q;
     int n_q, cap_q;
-    layer_snap *snap;    /* profile while timing (stream 0, without --separateProfileRun) */
+    layer_snap *snap;    /* profile while timing (every stream, without --separateProfileRun) */
     rt_value *keep;      /* last outputs (stream 0) */
     int32_t n_out;
     kiln_error err;
@@ -567,12 +593,21 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     snap.g = s->plan->model->graph;
     snap.n_nodes = snap.g->n_nodes;
     snap.last_ns = calloc((size_t)(snap.n_nodes ? snap.n_nodes : 1), sizeof *snap.last_ns);
+    /* with several streams each profiles its own context; the runs are merged after */
+    layer_snap *ssnaps = calloc((size_t)ns, sizeof *ssnaps);
+    bool snaps_ok = ssnaps != NULL;
+    for (int i = 1; snaps_ok && i < ns; i++) {
+        ssnaps[i].g = snap.g;
+        ssnaps[i].n_nodes = snap.n_nodes;
+        ssnaps[i].last_ns = calloc((size_t)(snap.n_nodes ? snap.n_nodes : 1), sizeof *snap.last_ns);
+        snaps_ok = ssnaps[i].last_ns != NULL;
+    }
     rt_value *keep = NULL;
     int32_t n_out = 0;
-    if (!jobs || !th || !snap.last_ns) st = kiln_err_set(&err, KILN_ERR_NOMEM, "out of memory");
+    if (!jobs || !th || !snap.last_ns || !snaps_ok) st = kiln_err_set(&err, KILN_ERR_NOMEM, "out of memory");
     int per_stream = (f->iterations + ns - 1) / ns;
     for (int i = 0; i < ns && st == KILN_OK; i++) {
-        engine_context_options co = {.threads = s->threads, .profile = inline_profile && i == 0,
+        engine_context_options co = {.threads = s->threads, .profile = inline_profile,
                                      .profile_index = f->profile_index > 0 ? f->profile_index : 0};
         st = engine_context_create(s->plan, &co, &jobs[i].ctx, &err);
         if (st != KILN_OK) break;
@@ -584,7 +619,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         jobs[i].duration_ms = f->duration_s * 1000.0;
         jobs[i].warmup_ms = f->warmup_ms;
         jobs[i].n_out = n_out;
-        jobs[i].snap = inline_profile && i == 0 ? &snap : NULL;
+        jobs[i].snap = inline_profile ? (i == 0 ? &snap : &ssnaps[i]) : NULL;
     }
     if (st == KILN_OK) {
         keep = calloc((size_t)(n_out ? n_out : 1), sizeof *keep);
@@ -604,6 +639,25 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
                 st = jobs[i].st;
                 kiln_err_move(&err, &jobs[i].err);
             }
+        /* merge the other streams' per-run layer times into stream 0's */
+        for (int i = 1; st == KILN_OK && inline_profile && i < ns; i++) {
+            layer_snap *o = &ssnaps[i];
+            for (int32_t r = 0; r < o->n_runs; r++) {
+                if (snap.n_runs == snap.cap_runs) {
+                    int32_t nc = snap.cap_runs ? snap.cap_runs * 2 : 64;
+                    double *nr = realloc(snap.runs, sizeof *nr * (size_t)nc * (size_t)(snap.n_nodes ? snap.n_nodes : 1));
+                    if (!nr) break;
+                    snap.runs = nr;
+                    snap.cap_runs = nc;
+                }
+                memcpy(snap.runs + (size_t)snap.n_runs * (size_t)snap.n_nodes, o->runs + (size_t)r * (size_t)o->n_nodes,
+                       sizeof(double) * (size_t)snap.n_nodes);
+                snap.n_runs++;
+            }
+        }
+        if (inline_profile && ns > 1)
+            perf_log('I', "Per-layer profile: all %d streams, %d runs in all (streams run in parallel, so layer times "
+                          "include their contention)", ns, snap.n_runs);
     }
     if (st == KILN_OK) {
         /* gather, sort by start, and measure the wall time from first start to last end */
@@ -694,6 +748,11 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     free(th);
     free(snap.last_ns);
     free(snap.runs);
+    for (int i = 1; ssnaps && i < ns; i++) {
+        free(ssnaps[i].last_ns);
+        free(ssnaps[i].runs);
+    }
+    free(ssnaps);
     input_set_free(&in);
     sb_free(&desc);
     return st;
@@ -736,8 +795,9 @@ static void write_json_report(exec_state *s, bool passed) {
                   f->workspace_bytes);
     }
     if (s->plan) {
-        sb_printf(&j, "  \"engine\": {\"size_bytes\": %" PRIu64 ", \"load_ms\": %.6f, \"layers\": %d, \"weights_bytes\": %" PRIu64 "},\n",
-                  s->engine_size, s->load_ms, s->plan->n_layers, s->plan->mem.weights_bytes);
+        sb_printf(&j, "  \"engine\": {\"size_bytes\": %" PRIu64 ", \"load_ms\": %.6f, \"weights_crc_ms\": %.6f, "
+                      "\"weights_crc_wait_ms\": %.6f, \"layers\": %d, \"weights_bytes\": %" PRIu64 "},\n",
+                  s->engine_size, s->load_ms, s->wcheck_ms, s->wwait_ms, s->plan->n_layers, s->plan->mem.weights_bytes);
         sb_append(&j, "  \"profiles\": [");
         for (int32_t p = 0; p < s->plan->n_profiles; p++) {
             const engine_profile *pr = &s->plan->profiles[p];

@@ -13,6 +13,7 @@
 #include "cli/cli_exec.h"
 #include "core/alloc.h"
 #include "onnx/onnx_value_file.h"
+#include "runtime/value_io.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -55,7 +56,7 @@ static void shape_str(char *buf, size_t n, kiln_dtype dt, int32_t rank, const in
 }
 
 /* .npy: magic, version, header dict {'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), } */
-static kiln_status parse_npy(const uint8_t *d, size_t n, const char *path, kiln_dtype *dt, int32_t *rank,
+kiln_status exec_parse_npy(const uint8_t *d, size_t n, const char *path, kiln_dtype *dt, int32_t *rank,
                              int64_t *dims, const uint8_t **data, uint64_t *nbytes, kiln_error *err) {
     if (n < 10 || memcmp(d, "\x93NUMPY", 6) != 0)
         return kiln_err_set(err, KILN_ERR_FORMAT, "--loadInputs: '%s' is not a NumPy .npy file (bad magic)", path);
@@ -126,7 +127,11 @@ static kiln_status parse_npy(const uint8_t *d, size_t n, const char *path, kiln_
         }
         p = end;
     }
-    if (!kiln_dtype_nbytes(*dt, count, nbytes) || *nbytes != n - hoff - hlen) {
+    if (!kiln_dtype_nbytes(*dt, count, nbytes)) {
+        st = kiln_err_set(err, KILN_ERR_FORMAT, "--loadInputs: '%s': shape too large", path);
+        goto out;
+    }
+    if (*nbytes != n - hoff - hlen) {
         st = kiln_err_set(err, KILN_ERR_FORMAT, "--loadInputs: '%s': the header's shape needs %" PRIu64 " bytes of data, the file has %zu",
                           path, *nbytes, n - hoff - hlen);
         goto out;
@@ -135,6 +140,27 @@ static kiln_status parse_npy(const uint8_t *d, size_t n, const char *path, kiln_
 out:
     free(h);
     return st;
+}
+
+kiln_status exec_check_raw(size_t size, const char *path, const char *name, kiln_dtype want_dt, int32_t want_rank,
+                           const int64_t *want_dims, kiln_error *err) {
+    /* raw, as trtexec: exactly the bytes of the tensor at the run shape */
+    char want[256];
+    shape_str(want, sizeof want, want_dt, want_rank, want_dims);
+    uint64_t count = 1, need = 0;
+    bool ok = want_rank >= 0 && want_rank <= RT_MAX_RANK;
+    for (int32_t i = 0; ok && i < want_rank; i++)
+        ok = want_dims[i] >= 0 && !kiln_mul_overflow_u64(count, (uint64_t)want_dims[i], &count);
+    if (!ok || !kiln_dtype_nbytes(want_dt, count, &need))
+        return kiln_err_set(err, KILN_ERR_SHAPE, "--loadInputs: input '%s' %s has no raw byte size (bad shape or dtype); "
+                                                 "use a .npy or .pb file", name, want);
+    if (size != need)
+        return kiln_err_set(err, KILN_ERR_SHAPE,
+                            "--loadInputs: '%s' has %zu bytes but input '%s' %s needs %" PRIu64
+                            " (raw files hold exactly the tensor's bytes; a .npy or .pb file carries its own "
+                            "shape and dtype)",
+                            path, size, name, want, need);
+    return KILN_OK;
 }
 
 kiln_status exec_load_input(const char *path, const char *name, kiln_dtype want_dt, int32_t want_rank,
@@ -168,18 +194,9 @@ kiln_status exec_load_input(const char *path, const char *name, kiln_dtype want_
         }
     } else {
         st = read_file(path, &buf, &size, err);
-        if (st == KILN_OK && ends_with(path, ".npy")) st = parse_npy(buf, size, path, &dt, &rank, dims, &data, &nbytes, err);
+        if (st == KILN_OK && ends_with(path, ".npy")) st = exec_parse_npy(buf, size, path, &dt, &rank, dims, &data, &nbytes, err);
         else if (st == KILN_OK) {
-            /* raw, as trtexec: exactly the bytes of the tensor at the run shape */
-            uint64_t count = 1, need = 0;
-            for (int32_t i = 0; i < want_rank; i++) count *= (uint64_t)want_dims[i];
-            kiln_dtype_nbytes(want_dt, count, &need);
-            if (size != need)
-                st = kiln_err_set(err, KILN_ERR_SHAPE,
-                                  "--loadInputs: '%s' has %zu bytes but input '%s' %s needs %" PRIu64
-                                  " (raw files hold exactly the tensor's bytes; a .npy or .pb file carries its own "
-                                  "shape and dtype)",
-                                  path, size, name, want, need);
+            st = exec_check_raw(size, path, name, want_dt, want_rank, want_dims, err);
             data = buf;
             nbytes = size;
         }
@@ -196,6 +213,28 @@ kiln_status exec_load_input(const char *path, const char *name, kiln_dtype want_
     if (st == KILN_OK) st = rt_tensor_alloc(out, dt, rank, dims, err);
     if (st == KILN_OK && nbytes) memcpy(out->data, data, (size_t)nbytes);
     free(buf);
+    arena_free(&a);
+    return st;
+}
+
+kiln_status exec_load_value(const char *path, const char *name, const ir_type *decl, rt_value *out, kiln_error *err) {
+    const char *kind = decl->kind == IR_TYPE_SEQUENCE ? "sequence" : decl->kind == IR_TYPE_OPTIONAL ? "optional" : "non-tensor";
+    if (!path)
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                            "input '%s' is a %s: kiln exec only generates tensors; give its value with "
+                            "--loadInputs=%s:FILE.pb (an ONNX %s file)",
+                            name, kind, name, decl->kind == IR_TYPE_OPTIONAL ? "OptionalProto" : "SequenceProto");
+    if (!ends_with(path, ".pb"))
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
+                            "--loadInputs: input '%s' is a %s, which raw and .npy files cannot hold: give an ONNX "
+                            "%s .pb file",
+                            name, kind, decl->kind == IR_TYPE_OPTIONAL ? "OptionalProto" : "SequenceProto");
+    arena a;
+    arena_init(&a);
+    onnx_value v;
+    kiln_status st = onnx_read_value_file(path, decl->kind, &a, &v, err);
+    if (st == KILN_OK) st = rt_value_from_onnx(&v, decl, out, err);
+    if (st != KILN_OK) kiln_err_prefix(err, "--loadInputs: input '%s' ('%s'): ", name, path);
     arena_free(&a);
     return st;
 }

@@ -19,6 +19,9 @@ kiln_status engine_context_create(engine_plan *plan, const engine_context_option
                                   kiln_error *err) {
     *out = NULL;
     if (!plan || !plan->model) return kiln_err_set(err, KILN_ERR_INVALID_ARG, "the engine has no graph loaded");
+    /* the weights are read from here on: wait for a deferred checksum (engine.h) */
+    kiln_status st = engine_plan_weights_ready(plan, NULL, err);
+    if (st != KILN_OK) return st;
     engine_context *c = calloc(1, sizeof *c);
     if (!c) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     c->plan = plan;
@@ -33,7 +36,7 @@ kiln_status engine_context_create(engine_plan *plan, const engine_context_option
     so.threads = o ? o->threads : 0;
     so.profile = o && o->profile;
     so.run_passes = false;
-    kiln_status st = rt_session_create(plan->model, &so, &c->session, err);
+    st = rt_session_create(plan->model, &so, &c->session, err);
     if (st != KILN_OK) {
         free(c);
         return st;

@@ -119,6 +119,9 @@ typedef struct engine_plan {
     void *map;
     uint64_t map_size;
     bool model_owns_map;
+    /* the WEIGHTS checksum running on a background thread (engine_read_options.
+     * defer_weights_crc); NULL when it was checked during the read or skipped */
+    struct engine_weights_check *wcheck;
 } engine_plan;
 
 engine_plan *engine_plan_new(void);
@@ -146,6 +149,12 @@ typedef struct engine_read_options {
     bool skip_checksums;   /* fuzzing only: parse even when checksums disagree */
     bool skip_weights_crc; /* trust the WEIGHTS bytes (they are data, never offsets) */
     bool skip_compat;      /* decode engines for other CPUs/versions (inspect) */
+    /* Verify the WEIGHTS checksum on a background thread instead of before returning:
+     * the read returns once everything that is parsed (header, table, META, LAYERS,
+     * MEMPLAN, GRAPH: offsets, sizes, wiring) is checked, and engine_plan_weights_ready
+     * waits for the weights. Everything that reads weight bytes (contexts, writing the
+     * plan again) calls it first, so corrupt weights are still never used. */
+    bool defer_weights_crc;
     uint64_t cpu_features; /* features of this machine, for the compatibility check */
     const char *display_name; /* for messages */
 } engine_read_options;
@@ -156,6 +165,12 @@ kiln_status engine_read_mem(const uint8_t *data, size_t size, const engine_read_
 /* Maps the file and parses it; the plan owns the mapping. */
 kiln_status engine_read_file(const char *path, const engine_read_options *opts, engine_plan **out,
                              kiln_error *err);
+
+/* Waits for a deferred WEIGHTS checksum (no-op when none is pending) and reports a
+ * mismatch as KILN_ERR_FORMAT; the result is kept, so every later call gives the same
+ * answer. Thread-safe. *wait_ms (may be NULL) receives how long the check itself took
+ * (0 when there was none). */
+kiln_status engine_plan_weights_ready(const engine_plan *p, double *check_ms, kiln_error *err);
 
 /* Whether the bytes start with the engine magic. */
 bool engine_is_engine(const uint8_t *data, size_t size);

@@ -12,7 +12,11 @@
  *      and the command that rebuilds the engine;
  *   6. META, LAYERS, MEMPLAN, then (unless metadata_only) GRAPH, with cross-checks.
  * The WEIGHTS checksum (the one large section) is computed on several threads and
- * combined with crc32_combine so loading stays fast.
+ * combined with crc32_combine. zlib's crc32 runs at about 1.2 GB/s per core, so for a
+ * 100 MB engine it is most of the load time; with defer_weights_crc it runs on a
+ * background thread while the caller goes on (engine_plan_weights_ready joins it; every
+ * path that reads weight bytes calls that first). Weights are data, never offsets or
+ * sizes, so nothing the reader parses depends on them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -40,8 +45,11 @@ void engine_unmap(void *map, uint64_t size) {
     if (map && size) munmap(map, (size_t)size);
 }
 
+static void weights_check_free(struct engine_weights_check *w);
+
 void engine_plan_free(engine_plan *p) {
     if (!p) return;
+    weights_check_free(p->wcheck); /* joins the thread before the bytes go away */
     ir_model_free(p->model);
     if (!p->model_owns_map) engine_unmap(p->map, p->map_size);
     arena_free(&p->arena);
@@ -454,6 +462,82 @@ static kiln_status read_header(const uint8_t *d, size_t size, const char *name, 
     return KILN_OK;
 }
 
+/* ---- deferred WEIGHTS checksum --------------------------------------------------- */
+
+struct engine_weights_check {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    bool started, joined;
+    const uint8_t *data;
+    uint64_t offset, size;
+    uint32_t want, got;
+    double ms;
+    char *name;
+};
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void *weights_check_main(void *arg) {
+    struct engine_weights_check *w = arg;
+    double t0 = mono_ms();
+    w->got = crc_parallel(w->data, w->size);
+    w->ms = mono_ms() - t0;
+    return NULL;
+}
+
+/* Starts the check; when no thread can be started it runs here (and the result is ready). */
+static struct engine_weights_check *weights_check_start(const uint8_t *d, const engine_section_entry *s,
+                                                        const char *name) {
+    struct engine_weights_check *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->name = strdup(name);
+    if (!w->name || pthread_mutex_init(&w->lock, NULL) != 0) {
+        free(w->name);
+        free(w);
+        return NULL;
+    }
+    w->data = d + s->offset;
+    w->offset = s->offset;
+    w->size = s->size;
+    w->want = s->crc;
+    w->started = pthread_create(&w->thread, NULL, weights_check_main, w) == 0;
+    if (!w->started) weights_check_main(w);
+    return w;
+}
+
+static void weights_check_join(struct engine_weights_check *w) {
+    pthread_mutex_lock(&w->lock);
+    if (w->started && !w->joined) pthread_join(w->thread, NULL);
+    w->joined = true;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void weights_check_free(struct engine_weights_check *w) {
+    if (!w) return;
+    weights_check_join(w);
+    pthread_mutex_destroy(&w->lock);
+    free(w->name);
+    free(w);
+}
+
+kiln_status engine_plan_weights_ready(const engine_plan *p, double *check_ms, kiln_error *err) {
+    if (check_ms) *check_ms = 0;
+    if (!p || !p->wcheck) return KILN_OK;
+    struct engine_weights_check *w = p->wcheck;
+    weights_check_join(w);
+    if (check_ms) *check_ms = w->ms;
+    if (w->got != w->want)
+        return kiln_err_set(err, KILN_ERR_FORMAT,
+                            "engine '%s': the WEIGHTS section (bytes %" PRIu64 "..%" PRIu64 ") is corrupt: checksum "
+                            "%08x, expected %08x. The file was damaged after it was written: copy it again or rebuild it",
+                            w->name, w->offset, w->offset + w->size, w->got, w->want);
+    return KILN_OK;
+}
+
 static kiln_status check_crc(const uint8_t *d, const engine_section_entry *s, bool parallel, const char *name,
                              kiln_error *err) {
     uint32_t crc = parallel ? crc_parallel(d + s->offset, s->size)
@@ -463,6 +547,39 @@ static kiln_status check_crc(const uint8_t *d, const engine_section_entry *s, bo
                             "engine '%s': the %s section (bytes %" PRIu64 "..%" PRIu64 ") is corrupt: checksum %08x, "
                             "expected %08x. The file was damaged after it was written: copy it again or rebuild it",
                             name, engine_section_name(s->id), s->offset, s->offset + s->size, crc, s->crc);
+    return KILN_OK;
+}
+
+/* Every node of a CPU engine (subgraphs included) must have a kernel in this build. An
+ * engine written by a kiln with more kernels (same major.minor, a newer patch or a
+ * build with extra ops) fails here, naming the op, instead of when a context is made or
+ * a run reaches the node. The runtime resolves kernels the same way (cpu_backend.c). */
+static kiln_status check_kernels(const engine_plan *p, const ir_graph *g, int depth, const char *name,
+                                 kiln_error *err) {
+    if (depth > 64) return kiln_err_set(err, KILN_ERR_LIMIT, "engine '%s': subgraphs nested deeper than 64", name);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        int64_t opset = n->opset > 0 ? n->opset : ir_model_opset(p->model, n->domain);
+        if (!cpu_kernel_find(n->domain, n->op_type, opset)) {
+            const char *dom = n->domain[0] ? n->domain : "ai.onnx";
+            const char *model = p->meta.source_model && *p->meta.source_model ? p->meta.source_model : "MODEL.onnx";
+            return kiln_err_set(err, KILN_ERR_INCOMPATIBLE,
+                                "engine '%s' needs a CPU kernel for %s (%s opset %lld, node '%s') that this kiln %s "
+                                "does not have%s; it was built by kiln %u.%u.%u. Run it with a kiln that has the "
+                                "kernel, or rebuild it with this one: kiln exec --onnx=%s --saveEngine=%s",
+                                name, n->op_type, dom, (long long)opset, n->name, KILN_VERSION_STRING,
+                                cpu_kernel_exists(n->domain, n->op_type) ? " at that opset" : "",
+                                p->header.ver_major, p->header.ver_minor, p->header.ver_patch, model, name);
+        }
+        for (int32_t a = 0; a < n->n_attrs; a++) {
+            const ir_attr *at = &n->attrs[a];
+            kiln_status st = KILN_OK;
+            if (at->g) st = check_kernels(p, at->g, depth + 1, name, err);
+            for (int32_t k = 0; st == KILN_OK && at->graphs && k < at->n; k++)
+                if (at->graphs[k]) st = check_kernels(p, at->graphs[k], depth + 1, name, err);
+            if (st != KILN_OK) return st;
+        }
+    }
     return KILN_OK;
 }
 
@@ -538,7 +655,8 @@ kiln_status engine_read_mem(const uint8_t *d, size_t size, const engine_read_opt
     if (st == KILN_OK && !opts->metadata_only) {
         if (!opts->skip_checksums) {
             st = check_crc(d, graph, false, name, err);
-            if (st == KILN_OK && !opts->skip_weights_crc) st = check_crc(d, weights, true, name, err);
+            if (st == KILN_OK && !opts->skip_weights_crc && !opts->defer_weights_crc)
+                st = check_crc(d, weights, true, name, err);
         }
         if (st == KILN_OK) {
             rb_init(&r, d + graph->offset, (size_t)graph->size, graph->offset, "GRAPH", NULL, err);
@@ -559,6 +677,13 @@ kiln_status engine_read_mem(const uint8_t *d, size_t size, const engine_read_opt
                                           p->outputs[i].name);
             }
             if (st != KILN_OK) kiln_err_prefix(err, "engine '%s': ", name);
+            if (st == KILN_OK && !opts->skip_compat && p->header.backend == ENGINE_BACKEND_CPU)
+                st = check_kernels(p, p->model->graph, 0, name, err);
+        }
+        /* last, so a plan that failed above never starts a thread */
+        if (st == KILN_OK && !opts->skip_checksums && !opts->skip_weights_crc && opts->defer_weights_crc) {
+            p->wcheck = weights_check_start(d, weights, name);
+            if (!p->wcheck) st = check_crc(d, weights, true, name, err); /* no memory for the state: check now */
         }
     }
     if (st != KILN_OK) {

@@ -494,9 +494,13 @@ static bool put_mem(void *user, const void *p, size_t n) {
 }
 
 kiln_status engine_write_file(const engine_plan *plan, const char *path, kiln_error *err) {
+    /* a loaded plan's weights may still be under a deferred checksum: never re-sign
+     * corrupt bytes with a fresh checksum */
+    kiln_status st = engine_plan_weights_ready(plan, NULL, err);
+    if (st != KILN_OK) return st;
     writer w;
     layout L;
-    kiln_status st = prepare(&w, plan, &L, err);
+    st = prepare(&w, plan, &L, err);
     if (st != KILN_OK) {
         writer_free(&w);
         return st;
@@ -530,9 +534,11 @@ kiln_status engine_write_file(const engine_plan *plan, const char *path, kiln_er
 kiln_status engine_write_mem(const engine_plan *plan, uint8_t **out, size_t *out_size, kiln_error *err) {
     *out = NULL;
     *out_size = 0;
+    kiln_status st = engine_plan_weights_ready(plan, NULL, err); /* as in engine_write_file */
+    if (st != KILN_OK) return st;
     writer w;
     layout L;
-    kiln_status st = prepare(&w, plan, &L, err);
+    st = prepare(&w, plan, &L, err);
     if (st == KILN_OK) {
         membuf m = {malloc(L.file_size ? (size_t)L.file_size : 1), 0, (size_t)L.file_size};
         if (!m.p) {

@@ -316,6 +316,59 @@ def test_corrupt_each_section(engine, tmp_path):
         assert "&&&& FAILED" in p.stdout
 
 
+def test_corrupt_weights_fail_with_skip_inference(engine, tmp_path):
+    # the weights' crc32 runs in the background at load; exec still waits for it
+    data = engine.read_bytes()
+    sid, off, size = [s for s in sections(data) if NAMES[s[0]] == "WEIGHTS"][0]
+    bad = bytearray(data)
+    bad[off + size - 1] ^= 0x01
+    f = tmp_path / "w.engine"
+    f.write_bytes(bytes(bad))
+    p = run("exec", f"--loadEngine={f}", "--skipInference", check_rc=1)
+    assert "the WEIGHTS section" in p.stderr and "corrupt" in p.stderr, p.stderr
+    p = run("exec", f"--loadEngine={f}", f"--saveEngine={tmp_path / 'resigned.engine'}", "--skipInference", check_rc=1)
+    assert not (tmp_path / "resigned.engine").exists()
+
+
+def test_load_time_in_json(engine, tmp_path):
+    js = tmp_path / "l.json"
+    run("exec", f"--loadEngine={engine}", "--skipInference", f"--json={js}", check_rc=0)
+    e = json.loads(js.read_text())["engine"]
+    assert e["load_ms"] > 0 and e["weights_crc_ms"] >= 0 and e["weights_crc_wait_ms"] >= 0
+    assert e["size_bytes"] == engine.stat().st_size
+
+
+def seq_model(path):
+    # out = SequenceAt(seq, 0) + x: a sequence input next to a tensor input
+    g = helper.make_graph(
+        [helper.make_node("SequenceAt", ["seq", "zero"], ["first"]), helper.make_node("Add", ["first", "x"], ["y"])],
+        "seq",
+        [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_sequence_input_from_pb(tmp_path):
+    from onnx import numpy_helper as nh
+    m = seq_model(tmp_path / "seq.onnx")
+    seq = onnx.helper.make_sequence("seq", onnx.SequenceProto.TENSOR,
+                                    [nh.from_array(np.array([1.5, -2.0], np.float32)),
+                                     nh.from_array(np.array([7.0, 8.0], np.float32))])
+    (tmp_path / "seq.pb").write_bytes(seq.SerializeToString())
+    np.save(tmp_path / "x.npy", np.array([0.25, 1.0], np.float32))
+    out = tmp_path / "out.json"
+    run("exec", f"--onnx={m}", *FAST, f"--loadInputs=seq:{tmp_path / 'seq.pb'},x:{tmp_path / 'x.npy'}",
+        f"--exportOutput={out}", check_rc=0)
+    assert json.loads(out.read_text())[0]["values"] == [1.75, -1.0]
+    # without a file, or from a file that cannot hold a sequence: a clear error
+    p = run("exec", f"--onnx={m}", *FAST, check_rc=1)
+    assert "input 'seq' is a sequence" in p.stderr and "--loadInputs=seq:FILE.pb" in p.stderr, p.stderr
+    p = run("exec", f"--onnx={m}", *FAST, f"--loadInputs=seq:{tmp_path / 'x.npy'}", check_rc=1)
+    assert "raw and .npy files cannot hold" in p.stderr, p.stderr
+
+
 def test_truncated_samples(engine, tmp_path):
     data = engine.read_bytes()
     for n in sorted({0, 5, 8, 100, 127, 128, 200, len(data) // 2, len(data) - 1}):
@@ -354,3 +407,11 @@ def test_incompatible_version_and_cpu(engine, tmp_path):
     f3 = tmp_path / "n.engine"
     f3.write_bytes(patch_header(data, 8, "<I", 2))
     assert "engine format 2" in run("exec", f"--loadEngine={f3}", *FAST, check_rc=1).stderr
+
+
+def test_profile_covers_all_streams(mlp, tmp_path):
+    prof = tmp_path / "p.json"
+    p = run("exec", f"--onnx={mlp}", "--duration=0", "--warmUp=0", "--iterations=6", "--infStreams=2",
+            f"--exportProfile={prof}", check_rc=0)
+    assert "all 2 streams, 6 runs" in p.stdout, p.stdout
+    assert json.loads(prof.read_text())[0]["count"] == 6
