@@ -366,10 +366,14 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
         const rt_backend *nb = use_fb ? ex->fb : ex->be;
         void *nctx = use_fb ? ex->fbctx : ex->bctx;
         kiln_status ps = nb->prepare_node(nctx, ex->model, n, &p->kernels[i], &e);
-        if (ps == KILN_ERR_UNSUPPORTED && !use_fb && ex->device && ex->fb) {
+        if (ps == KILN_ERR_UNSUPPORTED && ex->device && ex->fb) {
+            /* the other backend may still run it: the device backend's supports() can
+             * prefer the host for a node it is able to run (shape arithmetic) */
             kiln_err_clear(&e);
-            use_fb = true;
-            ps = ex->fb->prepare_node(ex->fbctx, ex->model, n, &p->kernels[i], &e);
+            use_fb = !use_fb;
+            nb = use_fb ? ex->fb : ex->be;
+            nctx = use_fb ? ex->fbctx : ex->bctx;
+            ps = nb->prepare_node(nctx, ex->model, n, &p->kernels[i], &e);
         }
         if (ps == KILN_OK && use_fb) {
             p->on_fb[i] = 1;

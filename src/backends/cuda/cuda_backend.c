@@ -266,7 +266,7 @@ static bool be_supports(void *ctx, const ir_model *model, const ir_node *node, k
 static kiln_status be_prepare(void *ctx, const ir_model *model, const ir_node *node, void **kernel, kiln_error *err) {
     (void)ctx;
     char why[256];
-    if (!cuda_op_supported(model, node, why, sizeof why))
+    if (!cuda_op_can_run(model, node, why, sizeof why))
         return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s': %s", node->name, why);
     *kernel = (void *)cuda_op_find(node->domain, node->op_type);
     return KILN_OK;

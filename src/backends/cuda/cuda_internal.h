@@ -45,6 +45,10 @@ const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type);
 /* Whether the node runs on the GPU; when not, why (for messages and tests). Decided from
  * the op, its attributes and the inferred value types (unknown types stay on the CPU). */
 bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why, size_t why_size);
+/* Whether the GPU kernels can run the node at all (cuda_op_supported also prefers the
+ * host for int64 shape arithmetic; the executor still runs such nodes here when the CPU
+ * backend has no kernel for them). */
+bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why, size_t why_size);
 bool cuda_op_input_on_host(const ir_node *node, int32_t index);
 void cuda_op_foreach(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
 /* Broadcast strides of operand dims `d` (rank r) against output dims (rank out_rank). */
@@ -76,6 +80,7 @@ kiln_status cuda_run_slice(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gather(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_cast(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_expand(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_shape(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_softmax(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_layernorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_batchnorm(cuda_ctx *c, rt_node_call *call);

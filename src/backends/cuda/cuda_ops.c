@@ -36,6 +36,7 @@ static const cuda_op_desc ops[] = {
     {"Transpose", cuda_run_transpose, 0}, {"Concat", cuda_run_concat, 0},
     {"Slice", cuda_run_slice, HOST(1) | HOST(2) | HOST(3) | HOST(4)}, {"Gather", cuda_run_gather, 0},
     {"Cast", cuda_run_cast, 0}, {"Expand", cuda_run_expand, HOST(1)},
+    {"Shape", cuda_run_shape, HOST(0)}, /* metadata only: a host int64 result */
     /* normalisation, pooling, reductions */
     {"Softmax", cuda_run_softmax, 0}, {"LogSoftmax", cuda_run_softmax, 0},
     {"LayerNormalization", cuda_run_layernorm, 0}, {"BatchNormalization", cuda_run_batchnorm, 0},
@@ -113,7 +114,17 @@ static bool cast_code_ok(kiln_dtype t) {
            t == KILN_DTYPE_BOOL || t == KILN_DTYPE_DOUBLE;
 }
 
-bool cuda_op_supported(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size) {
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer);
+
+bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
+    return can_run(model, node, why_buf, why_size, true);
+}
+
+bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
+    return can_run(model, node, why_buf, why_size, false);
+}
+
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer) {
     const ir_graph *g = model ? model->graph : NULL;
     if (!g || node < g->nodes || node >= g->nodes + g->n_nodes)
         return why(whybuf, why_size, "%s: only main-graph nodes run on the GPU", node->op_type);
@@ -129,12 +140,13 @@ bool cuda_op_supported(const ir_model *model, const ir_node *node, char *whybuf,
         if (!v) continue;
         if (v->type.kind != IR_TYPE_TENSOR || v->type.dtype == KILN_DTYPE_UNDEFINED)
             return why(whybuf, why_size, "%s: output type unknown (type inference did not reach it)", op);
-        if (v->type.dtype == KILN_DTYPE_INT64)
+        if (prefer && v->type.dtype == KILN_DTYPE_INT64)
             return why(whybuf, why_size, "%s: int64 output (shape arithmetic stays on the host)", op);
         if (k > 0 && strcmp(op, "Dropout") != 0)
             return why(whybuf, why_size, "%s: only the first output is computed on the GPU", op);
     }
     kiln_dtype t0 = in_dtype(g, node, 0);
+    if (d->run == cuda_run_shape) return true;
     bool movement = d->run == cuda_run_reshape || d->run == cuda_run_transpose || d->run == cuda_run_concat ||
                     d->run == cuda_run_slice || d->run == cuda_run_gather || d->run == cuda_run_expand;
     if (movement) {

@@ -603,3 +603,18 @@ kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call) {
                                      "reduce kernel");
     return cuda_fail(call, cuda_k_reduce_mid(x->data, y->data, outer, r, inner, op, c->stream), "reduce kernel");
 }
+
+kiln_status cuda_run_shape(cuda_ctx *c, rt_node_call *call) {
+    (void)c;
+    const rt_tensor *x = IN(0);
+    int64_t r = x->rank, start = ir_node_attr_int(call->node, "start", 0), end = ir_node_attr_int(call->node, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < 0 ? 0 : end > r ? r : end;
+    int64_t n = end > start ? end - start : 0;
+    rt_tensor *y = rt_value_as_tensor(&call->outputs[0]);
+    kiln_status st = rt_tensor_alloc(y, KILN_DTYPE_INT64, 1, &n, call->err);
+    if (st == KILN_OK && n) memcpy(y->data, x->dims + start, (size_t)n * sizeof(int64_t));
+    return st;
+}
