@@ -45,18 +45,18 @@ NODE=${1:-testdata/node}
 [ -d "$NODE" ] || NODE=../shared/onnx-backend-tests/node
 if [ -d "$NODE" ]; then
     t0=$(date +%s)
-    timeout 200 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
+    timeout 120 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
     log "node tests --backend cuda (CPU fallback allowed): rc=$? $(tail -1 "$OUT/node_cuda.log") ($(( $(date +%s) - t0 )) s)"
-    timeout 150 $K verify "$NODE" --backend cuda --gpu-only --no-fork --json "$OUT/node_gpu_only.json" \
+    timeout 90 $K verify "$NODE" --backend cuda --gpu-only --no-fork --json "$OUT/node_gpu_only.json" \
         >"$OUT/node_gpu_only.log" 2>&1
     log "node tests --backend cuda --gpu-only: rc=$? $(tail -1 "$OUT/node_gpu_only.log")"
-    timeout 100 $K verify "$NODE" --backend cuda --gpu-only --noTF32 --no-fork >"$OUT/node_notf32.log" 2>&1
+    timeout 60 $K verify "$NODE" --backend cuda --gpu-only --noTF32 --no-fork >"$OUT/node_notf32.log" 2>&1
     log "node tests --backend cuda --gpu-only --noTF32: rc=$? $(tail -1 "$OUT/node_notf32.log")"
     grep -E "^(FAIL|fail)" "$OUT/node_gpu_only.log" | head -40 | tee -a "$OUT/summary.txt"
 fi
 
 t0=$(date +%s)
-PYTHONUNBUFFERED=1 timeout 150 python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
+PYTHONUNBUFFERED=1 timeout 120 python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
 log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -12 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
 
 PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \

@@ -198,9 +198,12 @@ static kiln_status be_create(const rt_backend_options *opts, void **out, kiln_er
     c->device = opts ? opts->device : 0;
     kiln_status st = cuda_info_query(c->device, &c->info, err);
     if (st != KILN_OK) {
-        kiln_err_prefix(err, "the cuda backend needs an NVIDIA GPU: ");
+        char why[512];
+        snprintf(why, sizeof why, "%s", kiln_err_msg(err));
+        kiln_err_clear(err);
         free(c);
-        return st;
+        return kiln_err_set(err, st, "the cuda backend needs an NVIDIA GPU: %s\nhint: run on a machine with an "
+                            "NVIDIA GPU and driver, or use --backend cpu", why);
     }
     if (opts && opts->fp16) {
         free(c);

@@ -142,8 +142,7 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
             return why(whybuf, why_size, "%s: output type unknown (type inference did not reach it)", op);
         if (prefer && v->type.dtype == KILN_DTYPE_INT64)
             return why(whybuf, why_size, "%s: int64 output (shape arithmetic stays on the host)", op);
-        if (k > 0 && strcmp(op, "Dropout") != 0)
-            return why(whybuf, why_size, "%s: only the first output is computed on the GPU", op);
+        if (k > 0) return why(whybuf, why_size, "%s: only the first output is computed on the GPU", op);
     }
     kiln_dtype t0 = in_dtype(g, node, 0);
     if (d->run == cuda_run_shape) return true;
