@@ -846,6 +846,16 @@ int cli_verify(int argc, char **argv) {
         else if (!rt_backend_cuda())
             rc = cli_usage_error("verify", "backend 'cuda' is not in this build of kiln (CMake found no CUDA "
                                  "compiler); rebuild on a machine with nvcc, or use --backend cpu");
+        else {
+            /* no GPU is a usage problem for the whole run, not a skip per case */
+            const rt_backend *be = rt_backend_cuda();
+            rt_backend_options bo = {1, 0, false, o.no_tf32, 0};
+            void *ctx = NULL;
+            kiln_error e = {0};
+            if (be->create(&bo, &ctx, &e) != KILN_OK) rc = cli_usage_error("verify", "%s", kiln_err_msg(&e));
+            else be->destroy(ctx);
+            kiln_err_clear(&e);
+        }
         if (rc) {
             free(dirs);
             return rc;
