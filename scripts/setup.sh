@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 deb_packages=(build-essential cmake ninja-build pkg-config clang libopenblas-dev
-              libcmocka-dev libcjson-dev)
+              libcmocka-dev libcjson-dev zlib1g-dev)
 missing=()
 for p in "${deb_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

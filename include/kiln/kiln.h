@@ -59,6 +59,10 @@ typedef struct kiln_model_options {
     /* Structural validation after import: duplicate producers, missing producers,
      * cycles, version ranges (default 1). Unsorted graphs are always sorted. */
     int validate;
+    /* Expand calls of model-local functions into their bodies before validation, so
+     * checking, building and running see plain nodes (default 1). kiln inspect turns it
+     * off to show the model as written. */
+    int inline_functions;
 } kiln_model_options;
 
 /* The defaults above. */
@@ -80,6 +84,81 @@ kiln_status kiln_model_load_bytes(const void *data, size_t size, const char *dis
 const char *kiln_model_errmsg(const kiln_model *model);
 
 void kiln_model_free(kiln_model *model);
+
+/* ---- Builder, engines and execution contexts ----------------------------------------- */
+
+/* Per-layer precision, as recorded in engine files. Fixed numbers, only appended to. */
+typedef enum kiln_precision {
+    KILN_PRECISION_FP32 = 0,
+    KILN_PRECISION_FP16 = 1,
+    KILN_PRECISION_BF16 = 2,
+    KILN_PRECISION_INT8 = 3,
+    KILN_PRECISION_TF32 = 4,
+    KILN_PRECISION_FP8 = 5
+} kiln_precision;
+
+/* Which point of an optimization profile a shape spec sets. */
+typedef enum kiln_shape_point {
+    KILN_SHAPE_MIN = 0,
+    KILN_SHAPE_OPT = 1,
+    KILN_SHAPE_MAX = 2,
+    KILN_SHAPE_ALL = 3 /* min = opt = max (trtexec's --shapes) */
+} kiln_shape_point;
+
+/* Builds engines from models. Configure, then kiln_builder_build (any number of times). */
+typedef struct kiln_builder kiln_builder;
+/* A built or loaded engine: optimized graph, kernel choices, profiles, weights. */
+typedef struct kiln_engine kiln_engine;
+/* Runs an engine; one per thread. */
+typedef struct kiln_context kiln_context;
+
+kiln_status kiln_builder_create(kiln_builder **out);
+void kiln_builder_free(kiln_builder *b);
+const char *kiln_builder_errmsg(const kiln_builder *b);
+/* Largest scratch memory one layer may use, in bytes (0 = unlimited, the default). */
+kiln_status kiln_builder_set_workspace(kiln_builder *b, uint64_t bytes);
+/* Threads used when timing kernels (0 = all CPUs). */
+kiln_status kiln_builder_set_threads(kiln_builder *b, int threads);
+/* Allows a lower precision (a permission, as in TensorRT). The CPU backend has FP32
+ * kernels only, so FP16/BF16/INT8 are recorded in the engine and every layer stays FP32. */
+kiln_status kiln_builder_allow_precision(kiln_builder *b, kiln_precision p);
+/* Adds shapes to optimization profile `profile` (0, 1, ... in order), in trtexec's
+ * syntax: "input_ids:1x128,mask:1x128". */
+kiln_status kiln_builder_add_shapes(kiln_builder *b, int profile, kiln_shape_point point, const char *spec);
+/* Reuse and save kernel timings in this file (NULL = none). */
+kiln_status kiln_builder_set_timing_cache(kiln_builder *b, const char *path);
+/* Builds an engine from the model (the model is not changed; it may be freed after). The
+ * problems found (profiles, shapes) are in kiln_builder_errmsg, in kiln check's format. */
+kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_engine **out);
+
+/* Loads an engine file (mapped: weights are not copied). *out is always set when out is
+ * not NULL: on failure it holds only the error (kiln_engine_errmsg) and must be freed. */
+kiln_status kiln_engine_load_file(const char *path, kiln_engine **out);
+kiln_status kiln_engine_save_file(kiln_engine *e, const char *path);
+/* Serializes into a malloc'd buffer (free it with free()). */
+kiln_status kiln_engine_serialize(kiln_engine *e, void **data, size_t *size);
+const char *kiln_engine_errmsg(const kiln_engine *e);
+void kiln_engine_free(kiln_engine *e);
+int kiln_engine_num_inputs(const kiln_engine *e);
+int kiln_engine_num_outputs(const kiln_engine *e);
+const char *kiln_engine_input_name(const kiln_engine *e, int i);
+const char *kiln_engine_output_name(const kiln_engine *e, int i);
+int kiln_engine_num_profiles(const kiln_engine *e);
+
+/* A context over an engine (the engine must outlive it). threads 0 = all CPUs. */
+kiln_status kiln_context_create(kiln_engine *e, int threads, kiln_context **out);
+void kiln_context_free(kiln_context *c);
+const char *kiln_context_errmsg(const kiln_context *c);
+/* Selects the optimization profile the inputs must fit (default 0). */
+kiln_status kiln_context_set_profile(kiln_context *c, int profile);
+/* Copies an input (dtype as kiln's numbering, = ONNX's TensorProto.DataType). */
+kiln_status kiln_context_set_input(kiln_context *c, const char *name, int dtype, int rank, const int64_t *dims,
+                                   const void *data, size_t nbytes);
+/* Runs with the inputs set so far. */
+kiln_status kiln_context_run(kiln_context *c);
+/* Output i of the last run; the pointers stay valid until the next run or free. */
+kiln_status kiln_context_get_output(kiln_context *c, int i, int *dtype, int *rank, const int64_t **dims,
+                                    const void **data, size_t *nbytes);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 
 #include "cli/cli.h"
 #include "cli/inspect.h"
+#include "cli/cli_inspect_engine.h"
+#include "engine/magic.h"
 
 static const char *const usage_text =
     "usage: kiln inspect MODEL.onnx [--json] [--show nodes|weights[,...]]\n"
@@ -44,7 +46,13 @@ static bool probe_onnx(const unsigned char *head, size_t n) {
     return true;
 }
 
+static bool probe_engine(const unsigned char *head, size_t n) {
+    return n >= KILN_ENGINE_MAGIC_LEN && !memcmp(head, KILN_ENGINE_MAGIC, KILN_ENGINE_MAGIC_LEN);
+}
+static int run_engine(const inspect_opts *o) { return cli_inspect_engine(o->path, o->json); }
+
 static const frontend frontends[] = {
+    {"engine", probe_engine, run_engine},
     {"onnx", probe_onnx, inspect_onnx},
 };
 

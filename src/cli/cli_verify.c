@@ -581,6 +581,20 @@ static void print_skip_summary(case_entry *cases, int n) {
                            : !strncmp(r, "unsupported ops: ", 17) ? r + 17
                                                                   : NULL;
         if (!list) {
+            /* "node 'Conv_9' (Conv): msg" -> "Conv: msg", so the same reason on differently
+             * named nodes groups together */
+            if (!strncmp(r, "node '", 6)) {
+                const char *q = strstr(r + 6, "' (");
+                const char *e = q ? strstr(q + 3, "): ") : NULL;
+                if (e) {
+                    sb_reset(&key);
+                    sb_append_n(&key, q + 3, (size_t)(e - (q + 3)));
+                    sb_append(&key, ": ");
+                    sb_append(&key, e + 3);
+                    count_reason(rc, &nr, sb_cstr(&key), key.len);
+                    continue;
+                }
+            }
             count_reason(rc, &nr, r, strlen(r));
             continue;
         }

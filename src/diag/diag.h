@@ -69,4 +69,10 @@ const char *diag_severity_name(diag_severity s);
  */
 void diag_render_text(const diag *d, strbuf *out);
 
+/* The JSON form (diag_json.c): one object with severity, code, node, op_type, graph,
+ * message, facts[] and hint; absent fields are null. */
+void diag_render_json(const diag *d, strbuf *out);
+/* A JSON array of every diagnostic in the list, in list order. */
+void diag_list_render_json(const diag_list *l, strbuf *out);
+
 #endif

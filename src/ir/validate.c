@@ -721,15 +721,21 @@ static void check_domains(val_ctx *c, ir_graph *g) {
 
 static void check_versions(val_ctx *c) {
     ir_model *m = c->model;
-    if (m->ir_version < IR_MIN_IR_VERSION || m->ir_version > IR_MAX_IR_VERSION) {
+    if (m->ir_version < IR_MIN_IR_VERSION) {
         diag *d = diag_add(c->diags, DIAG_ERROR, "structure-ir-version", NULL, NULL,
                            "IR version %" PRId64 " is outside the range kiln reads (%d to %d)",
                            m->ir_version, IR_MIN_IR_VERSION, IR_MAX_IR_VERSION);
-        if (m->ir_version > IR_MAX_IR_VERSION)
-            diag_hint(c->diags, d, "re-export with an older exporter or onnx package, or upgrade kiln");
-        else
-            diag_hint(c->diags, d, "convert the model to a newer opset (this also raises the IR version): "
-                                   "onnx.version_converter.convert_version(onnx.load('M.onnx'), 17)");
+        diag_hint(c->diags, d, "convert the model to a newer opset (this also raises the IR version): "
+                               "onnx.version_converter.convert_version(onnx.load('M.onnx'), 17)");
+    } else if (m->ir_version > IR_MAX_IR_VERSION) {
+        /* Protobuf is forward compatible and new IR versions have only added fields, which
+         * the reader skips; refusing the model would block every new exporter release. */
+        diag *d = diag_add(c->diags, DIAG_WARNING, "structure-ir-version", NULL, NULL,
+                           "IR version %" PRId64 " is newer than kiln knows (%d to %d); fields kiln "
+                           "does not know are ignored",
+                           m->ir_version, IR_MIN_IR_VERSION, IR_MAX_IR_VERSION);
+        diag_hint(c->diags, d, "if something is missing, save the model with an older IR version "
+                               "(model.ir_version = %d before onnx.save) or upgrade kiln", IR_MAX_IR_VERSION);
     }
     for (int32_t i = 0; i < m->n_opsets; i++) {
         if (m->opsets[i].domain[0] != '\0') continue;

@@ -342,6 +342,7 @@ kiln_status onnx_decode_attr(onnx_rd *rd, pb_cursor *c, ir_graph *g, ir_attr *a)
     memset(a, 0, sizeof *a);
     a->name = "";
     a->doc = "";
+    a->s.data = "";
     pb_counts cnt;
     pb_count(rd->buf, start, c->end, 1u << A_INTS, 1u << A_FLOATS, 0, &cnt);
     uint64_t nf = 0, ni = 0;
@@ -442,6 +443,14 @@ kiln_status onnx_decode_attr(onnx_rd *rd, pb_cursor *c, ir_graph *g, ir_attr *a)
     if (a->type == IR_ATTR_UNDEFINED && !a->ref_attr_name)
         return onnx_fail(rd, KILN_ERR_FORMAT, start, NULL,
                          "has no type and no value: the attribute is empty; re-export the model");
+    /* A message-valued attribute must carry its message (unless it refers to a function
+     * attribute), so consumers can rely on the pointer. */
+    bool missing = (a->type == IR_ATTR_TENSOR && !a->t) || (a->type == IR_ATTR_GRAPH && !a->g) ||
+                   (a->type == IR_ATTR_SPARSE_TENSOR && !a->sparse) || (a->type == IR_ATTR_TYPE_PROTO && !a->tp);
+    if (missing && !a->ref_attr_name)
+        return onnx_fail(rd, KILN_ERR_FORMAT, start, NULL,
+                         "has type %s but no value: the attribute is incomplete; re-export the model",
+                         ir_attr_type_name(a->type));
     return KILN_OK;
 }
 

@@ -5,6 +5,7 @@
  * (field 8) comes after the graph (field 7) in a normally serialised file.
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "onnx/onnx_internal.h"
@@ -141,35 +142,54 @@ static kiln_status decode_function(onnx_rd *rd, pb_cursor *c, ir_function *fn) {
     return KILN_OK;
 }
 
-static int64_t opset_in(const ir_opset *o, int32_t n, const char *domain, bool *found) {
-    for (int32_t i = 0; i < n; i++)
-        if (strcmp(o[i].domain, domain) == 0) {
-            *found = true;
-            return o[i].version;
-        }
-    *found = false;
-    return 0;
+/* domain -> version map of an opset list (the first import of a domain wins). */
+static bool opset_map(hashmap *h, const ir_opset *o, int32_t n) {
+    hashmap_init(h);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t dummy;
+        if (o[i].version < INT32_MIN || o[i].version > INT32_MAX) continue; /* absurd: left unimported */
+        if (!hashmap_get(h, o[i].domain, &dummy) && !hashmap_put(h, o[i].domain, (int32_t)o[i].version)) return false;
+    }
+    return true;
 }
 
 /* Gives every node the opset version of its domain: the model's, or inside a function
- * body (and its subgraphs) the function's own imports first. */
-static void assign_opsets(ir_model *m) {
-    for (int32_t gi = 0; gi < m->n_graphs; gi++) {
+ * body (and its subgraphs) the function's own imports first. Graphs are registered in
+ * creation order, and a root graph's subgraphs are created while it is decoded, so each
+ * run of graphs after a root belongs to that root. Hash lookups keep this linear even for
+ * hostile files with many imports and nodes. */
+static kiln_status assign_opsets(onnx_rd *rd) {
+    ir_model *m = rd->model;
+    hashmap model_map, fn_map;
+    if (!opset_map(&model_map, m->opsets, m->n_opsets)) {
+        hashmap_free(&model_map);
+        return onnx_nomem(rd);
+    }
+    hashmap_init(&fn_map);
+    bool in_fn = false;
+    int32_t next_fn = 0;
+    kiln_status st = KILN_OK;
+    for (int32_t gi = 0; gi < m->n_graphs && !st; gi++) {
         ir_graph *g = m->graphs[gi];
-        const ir_graph *root = g;
-        int guard = 0;
-        while (root->parent && guard++ < 4 * IR_MAX_GRAPH_DEPTH) root = root->parent;
-        const ir_function *fn = NULL;
-        for (int32_t k = 0; k < m->n_functions; k++)
-            if (m->functions[k].body == root) fn = &m->functions[k];
-        for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (!g->parent) {
+            hashmap_free(&fn_map);
+            hashmap_init(&fn_map);
+            in_fn = next_fn < m->n_functions && m->functions[next_fn].body == g;
+            if (in_fn) {
+                const ir_function *fn = &m->functions[next_fn++];
+                if (!opset_map(&fn_map, fn->opsets, fn->n_opsets)) st = onnx_nomem(rd);
+            }
+        }
+        for (int32_t i = 0; i < g->n_nodes && !st; i++) {
             ir_node *n = &g->nodes[i];
-            bool found = false;
-            int64_t v = fn ? opset_in(fn->opsets, fn->n_opsets, n->domain, &found) : 0;
-            if (!found) v = opset_in(m->opsets, m->n_opsets, n->domain, &found);
+            int32_t v = 0;
+            if (!(in_fn && hashmap_get(&fn_map, n->domain, &v)) && !hashmap_get(&model_map, n->domain, &v)) v = 0;
             n->opset = v;
         }
     }
+    hashmap_free(&fn_map);
+    hashmap_free(&model_map);
+    return st;
 }
 
 kiln_status onnx_decode_model(onnx_rd *rd) {
@@ -239,6 +259,5 @@ kiln_status onnx_decode_model(onnx_rd *rd) {
                             "field 7); check that this is the exported .onnx file and re-export it if needed",
                             rd->display);
     m->graph->location = "";
-    assign_opsets(m);
-    return KILN_OK;
+    return assign_opsets(rd);
 }

@@ -156,13 +156,14 @@ static kiln_status map_ext(ir_model *m, onnx_owner *o, int32_t id, const char *p
 /* Points t at its bytes in mapped file `id`, after checking the range. */
 static kiln_status bind(onnx_owner *o, int32_t id, ir_tensor *t, const char *pre, kiln_error *err) {
     ir_external_file *ef = &o->ext[id];
-    uint64_t size = ef->file_size;
+    uint64_t size = ef->file_size, last;
+    if (kiln_add_overflow_u64(t->ext_offset, t->ext_length, &last)) last = UINT64_MAX;
     if (t->ext_offset > size || t->ext_length > size - t->ext_offset)
         return kiln_err_set(err, KILN_ERR_FORMAT,
                             "%sthe tensor reads bytes %" PRIu64 "..%" PRIu64 " of external data file '%s', but that "
                             "file has only %" PRIu64 " bytes: the data file is truncated or belongs to another "
                             "export; copy the complete file or re-export the model",
-                            pre, t->ext_offset, t->ext_offset + t->ext_length, ef->location, size);
+                            pre, t->ext_offset, last, ef->location, size);
     t->data = ef->map ? (const void *)(ef->map + t->ext_offset) : (const void *)empty_data;
     return KILN_OK;
 }
@@ -202,7 +203,8 @@ void onnx_release_mapping(ir_model *m) {
 kiln_status onnx_tensor_load_external(ir_model *m, ir_tensor *t, kiln_error *err) {
     if (!t || t->where != IR_DATA_EXTERNAL || t->data) return KILN_OK;
     char pre[512];
-    snprintf(pre, sizeof pre, "%s: tensor '%s': ", m && m->path ? m->path : "<model>", t->name ? t->name : "");
+    snprintf(pre, sizeof pre, "%s: tensor '%s' (TensorProto at byte %" PRIu64 "): ", m && m->path ? m->path : "<model>",
+             t->name ? t->name : "", t->file_offset);
     if (!m || m->release_mapping != onnx_release_mapping || !m->file_mapping)
         return kiln_err_set(err, KILN_ERR_INVALID_ARG, "%sthe model was not read by kiln's ONNX reader", pre);
     const char *why = bad_location(t->ext_location);
@@ -216,4 +218,23 @@ kiln_status onnx_tensor_load_external(ir_model *m, ir_tensor *t, kiln_error *err
     kiln_status st = map_ext(m, o, id, pre, err);
     if (!st) st = bind(o, id, t, pre, err);
     return st;
+}
+
+kiln_status onnx_tensor_align(ir_model *m, ir_tensor *t, kiln_error *err) {
+    if (!t || t->dtype == KILN_DTYPE_STRING) return KILN_OK;
+    kiln_status st = onnx_tensor_load_external(m, t, err);
+    if (st != KILN_OK || !t->data || t->nbytes == 0) return st;
+    int bits = kiln_dtype_bits(t->dtype);
+    uintptr_t align = bits >= 8 ? (uintptr_t)bits / 8 : 1;
+    if (t->dtype == KILN_DTYPE_COMPLEX64) align = 4;
+    if (align > 8) align = 8;
+    if (((uintptr_t)t->data & (align - 1)) == 0) return KILN_OK;
+    if (t->nbytes > SIZE_MAX) return kiln_err_set(err, KILN_ERR_LIMIT, "tensor '%s' is too large", t->name);
+    void *copy = arena_memdup(&m->arena, t->data, (size_t)t->nbytes);
+    if (!copy)
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory copying tensor '%s' (%" PRIu64 " bytes)", t->name,
+                            t->nbytes);
+    t->data = copy;
+    t->where = IR_DATA_OWNED;
+    return KILN_OK;
 }

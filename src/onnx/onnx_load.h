@@ -25,6 +25,15 @@ kiln_status onnx_load_bytes(const void *data, size_t size, const char *display_n
                             const char *base_dir, const kiln_model_options *opts, ir_model **out,
                             kiln_error *err);
 
+/* Tensor data from raw_data or external files points into the mapped file and is NOT
+ * aligned in general (protobuf does not align fields): read it with memcpy, or call
+ * onnx_tensor_align() first. Typed-field (OWNED) data is 16-byte aligned. */
+
+/* Makes t->data aligned for its element type (up to 8 bytes), copying the bytes into the
+ * model's arena (where becomes IR_DATA_OWNED) only when they are misaligned. Loads
+ * external data first if needed. Not thread-safe (allocates from the model arena). */
+kiln_status onnx_tensor_align(ir_model *model, ir_tensor *t, kiln_error *err);
+
 /* Maps an external-data tensor's bytes (checked against the file's size) if not yet
  * mapped. Safe to call on any tensor; a no-op for tensors with data. */
 kiln_status onnx_tensor_load_external(ir_model *model, ir_tensor *t, kiln_error *err);

@@ -98,6 +98,11 @@ typedef struct rt_backend {
      * ops" listings in error messages. */
     void (*foreach_op)(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
 
+    /* Optional (may be NULL): for an op the backend deliberately has no kernel for, a short
+     * reason ("random output can't match the reference"), else NULL. Shown next to the
+     * op in "unsupported op" reports. */
+    const char *(*unsupported_reason)(const char *domain, const char *op_type);
+
     /* ---- appended for device backends (NULL/0 on the CPU backend) ---- */
     /* Where tensors this backend produces and consumes live (RT_MEM_HOST, RT_MEM_CUDA). */
     uint8_t location;

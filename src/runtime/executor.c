@@ -405,10 +405,12 @@ static void list_op(const char *domain, const char *op_type, void *user) {
 static kiln_status report_missing(const rt_executor *ex, const missing_op *m, int n, kiln_error *err) {
     strbuf sb;
     sb_init(&sb);
-    if (n == 1) sb_printf(&sb, "unsupported op: %s", m[0].op_type);
-    else {
-        sb_printf(&sb, "unsupported ops:");
-        for (int i = 0; i < n; i++) sb_printf(&sb, "%s %s", i ? "," : "", m[i].op_type);
+    /* "unsupported op: A (why)" when the backend says why it has no kernel on purpose */
+    sb_printf(&sb, n == 1 ? "unsupported op:" : "unsupported ops:");
+    for (int i = 0; i < n; i++) {
+        const char *why = ex->be->unsupported_reason ? ex->be->unsupported_reason(m[i].domain, m[i].op_type) : NULL;
+        sb_printf(&sb, "%s %s", i ? "," : "", m[i].op_type);
+        if (why) sb_printf(&sb, " (%s)", why);
     }
     sb_printf(&sb, "\n");
     for (int i = 0; i < n; i++)

@@ -52,6 +52,10 @@ def write_case(model, batch):
         (data / f"input_{k}.pb").write_bytes(numpy_helper.from_array(feeds[name], name).SerializeToString())
     for k, (o, v) in enumerate(zip(sess.get_outputs(), outs)):
         (data / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(v), o.name).SerializeToString())
+    # Whole models run 20-50 float32 layers; kiln and ONNX Runtime sum in different orders
+    # (blocked GEMMs, vectorised reductions), so near-zero outputs differ by ~1e-6 absolute.
+    # ONNX's per-node default atol (1e-7) is meant for single ops; use 1e-5 for whole models.
+    (case / "data.json").write_text('{"atol": 1e-5, "rtol": 1e-3}\n')
     return case
 
 

@@ -53,6 +53,18 @@ static void check_value_file(ir_model *m, const char *path, bool input, int k) {
         print_error("%s: dtype %d but the model declares %d\n", path, v.tensor->dtype, t->dtype);
     }
     kiln_err_clear(&e);
+    /* Without the hint the reader must guess the same kind (an optional can only be told
+     * from a one-element sequence by the hint). */
+    onnx_value g;
+    if (onnx_read_value_file(path, IR_TYPE_UNKNOWN, &a, &g, &e) != KILN_OK) {
+        n_failures++;
+        print_error("value file failed without a hint: %s\n", kiln_err_msg(&e));
+    } else if (t && t->kind != IR_TYPE_UNKNOWN && g.kind != t->kind &&
+               !(t->kind == IR_TYPE_OPTIONAL && (g.kind == IR_TYPE_SEQUENCE || g.kind == IR_TYPE_TENSOR))) {
+        n_failures++;
+        print_error("%s: guessed kind %d, the model declares %d\n", path, g.kind, t->kind);
+    }
+    kiln_err_clear(&e);
     arena_free(&a);
 }
 

@@ -487,7 +487,7 @@ static void test_versions_and_opset_imports(void **state) {
     const diag *x = find_code(&d, "structure-ir-version");
     assert_non_null(x);
     assert_non_null(strstr(x->message, "IR version 2"));
-    assert_non_null(strstr(x->message, "3 to 13"));
+    assert_non_null(strstr(x->message, "3 to 14"));
     x = find_code(&d, "structure-opset-version");
     assert_non_null(x);
     assert_non_null(strstr(x->message, "opset 99"));

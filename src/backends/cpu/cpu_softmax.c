@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_activation_fast.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_via_f32.h"
 
 enum sm_kind { SM_SOFTMAX, SM_LOG, SM_HARD };
 
@@ -89,6 +90,9 @@ static kiln_status sm_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
                              int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input");
+    if (x->dtype == KILN_DTYPE_FLOAT16 || x->dtype == KILN_DTYPE_BFLOAT16 || x->dtype == KILN_DTYPE_DOUBLE)
+        return cpu_run_via_f32(ctx, kind == SM_SOFTMAX ? cpu_softmax : kind == SM_LOG ? cpu_logsoftmax : cpu_hardmax,
+                               inputs, n_in, outputs, 1);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "supports float32 only (got %s)", kiln_dtype_name(x->dtype));
     bool legacy = ctx->node && ctx->node->opset > 0 && ctx->node->opset < 13;

@@ -47,6 +47,16 @@ static ir_known *kv_copy(ir_ictx *c, const ir_known *kv) {
  * or one is a constant multiple (!= 1) of the other (64*b*s vs 768*b*s). */
 static bool volumes_differ(ir_ictx *c, ir_dim a, ir_dim b) {
     if (ir_dim_eq(c->m, a, b) == IR_DIM_NE) return true;
+    /* a - b a single product term (256*batch from 768*batch - 512*batch) can only be zero
+     * when a symbol is 0; a batch or sequence length of 0 is no real use of a model, so
+     * such volumes are taken to differ. A difference of several terms (batch*seq -
+     * 128*batch) stays "maybe": it is zero for one particular size (seq = 128), which a
+     * profile may be meant to use. */
+    ir_dim diff = ir_dim_sub(c->m, a, b);
+    if (diff.kind == IR_DIM_SYM && diff.sym >= 0 && diff.sym < c->m->n_syms) {
+        ir_sym_op op = c->m->syms[diff.sym].op;
+        if (op == IR_SYM_LEAF || op == IR_SYM_MUL) return true;
+    }
     ir_dim q;
     if (ir_dim_div_exact(c->m, a, b, &q) && q.kind == IR_DIM_CONST && q.value != 1) return true;
     if (ir_dim_div_exact(c->m, b, a, &q) && q.kind == IR_DIM_CONST && q.value != 1) return true;

@@ -1,0 +1,476 @@
+/* builder.c - the engine builder (see builder.h for the steps and their order). */
+#include "build/builder.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "build/memplan.h"
+#include "build/passes/passes.h"
+#include "build/timing_cache.h"
+#include "core/alloc.h"
+#include "core/strbuf.h"
+#include "ir/infer.h"
+
+build_options build_options_default(void) {
+    build_options o;
+    memset(&o, 0, sizeof o);
+    o.time_tactics = true;
+    o.run_passes = true;
+    o.workspace_flag = "--memPoolSize=workspace:N";
+    return o;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void warn(const build_options *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void warn(const build_options *o, const char *fmt, ...) {
+    if (!o->warn) return;
+    strbuf sb;
+    sb_init(&sb);
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&sb, fmt, ap);
+    va_end(ap);
+    o->warn(o->warn_user, sb_cstr(&sb));
+    sb_free(&sb);
+}
+
+/* ---- profile points ----------------------------------------------------------------- */
+
+static bool value_is_dynamic(const ir_value *v) {
+    if (v->type.kind != IR_TYPE_TENSOR) return false;
+    if (v->type.rank < 0 || !v->type.dims) return v->type.rank != 0;
+    for (int32_t d = 0; d < v->type.rank; d++)
+        if (v->type.dims[d].kind != IR_DIM_CONST) return true;
+    return false;
+}
+
+/* The shapes of every dynamic input at one point: from the profile set where given, the
+ * trtexec default (1 for each dynamic dim) otherwise. Entries live in `a`. */
+typedef struct point_shapes {
+    ir_input_shape *in;
+    int32_t n;
+} point_shapes;
+
+static kiln_status point_for(const build_profile_set *set, int32_t p, build_point pt, ir_model *m, arena *a,
+                             point_shapes *out, kiln_error *err) {
+    const ir_graph *g = m->graph;
+    int32_t cap = g->n_inputs + 1;
+    out->in = ARENA_ARRAY(a, ir_input_shape, cap);
+    if (!out->in) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    out->n = set && set->n_profiles > p ? build_profile_point_shapes(set, p, pt, out->in, cap) : 0;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = ir_val(g, g->inputs[i]);
+        if ((v->flags & IR_VALUE_INITIALIZER) || !value_is_dynamic(v)) continue;
+        bool have = false;
+        for (int32_t k = 0; k < out->n; k++) have |= !strcmp(out->in[k].name, v->name);
+        if (have) continue;
+        if (v->type.rank < 0 || !v->type.dims)
+            return kiln_err_set(err, KILN_ERR_INVALID_ARG,
+                                "input '%s' has an unknown rank, so no default shape can be used: give its full shape "
+                                "with --shapes=%s:1x... (one number per dimension)",
+                                v->name, v->name);
+        int64_t *dims = ARENA_ARRAY(a, int64_t, v->type.rank ? v->type.rank : 1);
+        if (!dims) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        for (int32_t d = 0; d < v->type.rank; d++)
+            dims[d] = v->type.dims[d].kind == IR_DIM_CONST ? v->type.dims[d].value : 1;
+        out->in[out->n++] = (ir_input_shape){v->name, v->type.rank, dims};
+    }
+    return KILN_OK;
+}
+
+/* Records the profiles in the plan: dynamic inputs only, min/opt/max per dimension. */
+static kiln_status record_profiles(engine_plan *plan, const build_profile_set *set, ir_model *m, int32_t n_profiles,
+                                   kiln_error *err) {
+    arena *a = &plan->arena;
+    plan->n_profiles = n_profiles;
+    plan->profiles = ARENA_ARRAY(a, engine_profile, n_profiles);
+    if (!plan->profiles) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t p = 0; p < n_profiles; p++) {
+        point_shapes pts[3];
+        for (int k = 0; k < 3; k++) {
+            kiln_status st = point_for(set, p, (build_point)k, m, a, &pts[k], err);
+            if (st != KILN_OK) return st;
+        }
+        engine_profile *ep = &plan->profiles[p];
+        ep->inputs = ARENA_ARRAY(a, engine_profile_input, pts[1].n ? pts[1].n : 1);
+        if (!ep->inputs) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; i < pts[1].n; i++) {
+            const ir_input_shape *opt = &pts[1].in[i];
+            const ir_input_shape *mn = NULL, *mx = NULL;
+            for (int32_t k = 0; k < pts[0].n; k++)
+                if (!strcmp(pts[0].in[k].name, opt->name)) mn = &pts[0].in[k];
+            for (int32_t k = 0; k < pts[2].n; k++)
+                if (!strcmp(pts[2].in[k].name, opt->name)) mx = &pts[2].in[k];
+            if (!mn) mn = opt;
+            if (!mx) mx = opt;
+            if (mn->rank != opt->rank || mx->rank != opt->rank) continue; /* reported by the check */
+            engine_profile_input *e = &ep->inputs[ep->n_inputs++];
+            e->name = arena_strdup(a, opt->name);
+            e->rank = opt->rank;
+            e->min = arena_memdup(a, mn->dims, sizeof(int64_t) * (size_t)(opt->rank ? opt->rank : 1));
+            e->opt = arena_memdup(a, opt->dims, sizeof(int64_t) * (size_t)(opt->rank ? opt->rank : 1));
+            e->max = arena_memdup(a, mx->dims, sizeof(int64_t) * (size_t)(opt->rank ? opt->rank : 1));
+            if (!e->name || !e->min || !e->opt || !e->max) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    return KILN_OK;
+}
+
+/* ---- memory sizes ------------------------------------------------------------------- */
+
+/* Activation arena for the current inferred shapes (concrete after inference at a point). */
+static uint64_t activation_bytes(const ir_graph *g) {
+    uint64_t *sizes = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *sizes);
+    if (!sizes) return 0;
+    for (int32_t v = 0; v < g->n_values; v++) {
+        const ir_value *val = &g->values[v];
+        if (val->producer == IR_NONE || val->type.kind != IR_TYPE_TENSOR || val->type.rank < 0 || !val->type.dims)
+            continue;
+        uint64_t count = 1;
+        bool known = true;
+        for (int32_t d = 0; d < val->type.rank; d++) {
+            if (val->type.dims[d].kind != IR_DIM_CONST) known = false;
+            else if (kiln_mul_overflow_u64(count, (uint64_t)val->type.dims[d].value, &count)) known = false;
+        }
+        uint64_t bytes;
+        if (known && kiln_dtype_nbytes(val->type.dtype, count, &bytes)) sizes[v] = bytes;
+    }
+    build_memplan plan;
+    memset(&plan, 0, sizeof plan);
+    uint64_t out = 0;
+    if (build_memplan_graph(g, sizes, &plan, NULL) == KILN_OK) out = plan.arena_bytes;
+    build_memplan_free(&plan);
+    free(sizes);
+    return out;
+}
+
+/* ---- inference at a point ----------------------------------------------------------- */
+
+static kiln_status infer_at(ir_model *m, const point_shapes *ps, int32_t p, build_point pt, int32_t n_profiles,
+                            diag_list *diags, kiln_error *err) {
+    ir_infer_options io;
+    memset(&io, 0, sizeof io);
+    io.inputs = ps->in;
+    io.n_inputs = ps->n;
+    kiln_error ierr = {0};
+    kiln_status st = ir_infer(m, &io, diags, &ierr);
+    if (st == KILN_OK) {
+        kiln_err_clear(&ierr);
+        return KILN_OK;
+    }
+    strbuf sb;
+    sb_init(&sb);
+    for (int32_t i = 0; i < ps->n; i++) {
+        sb_printf(&sb, "%s%s=[", i ? ", " : "", ps->in[i].name);
+        for (int32_t d = 0; d < ps->in[i].rank; d++) sb_printf(&sb, "%s%" PRId64, d ? ", " : "", ps->in[i].dims[d]);
+        sb_putc(&sb, ']');
+    }
+    if (st == KILN_ERR_SHAPE)
+        kiln_err_set(err, KILN_ERR_SHAPE,
+                     "shape inference failed at the %s shape of profile %d (%s): the model cannot run with these "
+                     "shapes; fix the model or the --minShapes/--optShapes/--maxShapes values",
+                     build_point_name(pt), p, sb.len ? sb_cstr(&sb) : "no dynamic inputs");
+    else
+        kiln_err_move(err, &ierr);
+    (void)n_profiles;
+    kiln_err_clear(&ierr);
+    sb_free(&sb);
+    return st;
+}
+
+/* ---- tactics ------------------------------------------------------------------------ */
+
+static bool is_tty_stderr(void) { return isatty(STDERR_FILENO) == 1; }
+
+static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
+                                  build_stats *stats, kiln_error *err) {
+    const ir_graph *g = m->graph;
+    arena *a = &plan->arena;
+    plan->n_layers = g->n_nodes;
+    plan->layers = ARENA_ARRAY(a, engine_layer, g->n_nodes ? g->n_nodes : 1);
+    if (!plan->layers) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    cpu_threadpool *pool = NULL;
+    bool progress = o->progress && is_tty_stderr();
+    double t_start = now_s();
+    bool printed = false;
+    const ir_type **in_types = NULL, **out_types = NULL;
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == KILN_OK; i++) {
+        const ir_node *n = &g->nodes[i];
+        engine_layer *l = &plan->layers[i];
+        l->node = i;
+        l->name = n->name;
+        l->op_type = n->op_type;
+        l->precision = ENGINE_PREC_FP32;
+        const ir_type **ni = kiln_realloc_array(in_types, (size_t)(n->n_inputs + 1), sizeof *ni);
+        if (ni) in_types = ni;
+        const ir_type **no = kiln_realloc_array(out_types, (size_t)(n->n_outputs + 1), sizeof *no);
+        if (no) out_types = no;
+        if (!ni || !no) {
+            st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int32_t k = 0; k < n->n_inputs; k++) in_types[k] = n->inputs[k] == IR_NONE ? NULL : &g->values[n->inputs[k]].type;
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            out_types[k] = n->outputs[k] == IR_NONE ? NULL : &g->values[n->outputs[k]].type;
+        build_tactic_query q = {m, g, n, n->n_inputs, n->n_outputs, in_types, out_types};
+        const build_tactic *cands[BUILD_MAX_TACTICS];
+        build_tactic generic;
+        char generic_name[64];
+        int32_t nc = build_tactics_for_node(o->registry, &q, o->cpu_features, cands, BUILD_MAX_TACTICS, &generic,
+                                            generic_name);
+        if (nc == 0) {
+            /* the runtime reports unsupported ops with the full list; keep the layer */
+            l->tactic = "unsupported";
+            continue;
+        }
+        /* drop what does not fit the workspace */
+        int32_t nfit = 0;
+        uint64_t smallest = UINT64_MAX;
+        const build_tactic *fit[BUILD_MAX_TACTICS];
+        uint64_t fit_scratch[BUILD_MAX_TACTICS];
+        const char *smallest_name = NULL;
+        for (int32_t k = 0; k < nc; k++) {
+            uint64_t s = build_tactic_scratch(cands[k], &q);
+            if (s < smallest) {
+                smallest = s;
+                smallest_name = cands[k]->name;
+            }
+            if (o->workspace_limit && s > o->workspace_limit) continue;
+            fit[nfit] = cands[k];
+            fit_scratch[nfit++] = s;
+        }
+        if (nfit == 0) {
+            char need[32], lim[32];
+            build_bytes_str(smallest, need, sizeof need);
+            build_bytes_str(o->workspace_limit, lim, sizeof lim);
+            uint64_t mib = (smallest + (1u << 20) - 1) >> 20;
+            st = kiln_err_set(err, KILN_ERR_LIMIT,
+                              "node '%s' (%s): every implementation needs more scratch memory than the workspace "
+                              "limit allows: the smallest, %s, needs %s (%" PRIu64 " bytes) at the opt shape; the "
+                              "limit is %s (%" PRIu64 " bytes).\n"
+                              "hint: raise the limit to at least %" PRIu64 " MiB: --memPoolSize=workspace:%" PRIu64
+                              " (or --workspace=%" PRIu64 ")",
+                              n->name, n->op_type, smallest_name, need, smallest, lim, o->workspace_limit, mib, mib,
+                              mib);
+            break;
+        }
+        int32_t best = 0;
+        if (nfit > 1 && o->time_tactics) {
+            char *key = build_tactic_key(&q, o->cpu_features);
+            if (progress && (printed || now_s() - t_start > 0.5)) {
+                fprintf(stderr, "\r\033[K[%d/%d] timing tactics for %s ...", i + 1, g->n_nodes, n->name);
+                fflush(stderr);
+                printed = true;
+            }
+            double best_ms = 0;
+            for (int32_t k = 0; k < nfit; k++) {
+                double ms;
+                bool cached = cache && key && build_timing_cache_get(cache, key, fit[k]->name, &ms);
+                if (cached) {
+                    stats->cache_hits++;
+                } else {
+                    if (!pool) {
+                        kiln_error perr = {0};
+                        if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
+                        kiln_err_clear(&perr);
+                    }
+                    kiln_error terr = {0};
+                    if (build_tactic_time(fit[k], &q, pool, 5, &ms, &terr) != KILN_OK) ms = -1;
+                    kiln_err_clear(&terr);
+                    stats->timed++;
+                    if (ms >= 0 && cache && key) build_timing_cache_put(cache, key, fit[k]->name, ms);
+                }
+                if (ms >= 0 && (best_ms == 0 || ms < best_ms || (k > 0 && plan->layers[i].time_ms < 0))) {
+                    best_ms = ms;
+                    best = k;
+                }
+            }
+            l->time_ms = best_ms;
+            free(key);
+        }
+        l->tactic = arena_strdup(a, fit[best]->name); /* the generic name is a loop-local buffer */
+        if (!l->tactic) {
+            st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        l->scratch_bytes = fit_scratch[best];
+        if (l->scratch_bytes > stats->max_scratch) stats->max_scratch = l->scratch_bytes;
+    }
+    if (printed) fprintf(stderr, "\r\033[K");
+    free(in_types);
+    free(out_types);
+    cpu_threadpool_free(pool);
+    return st;
+}
+
+/* When several tactics apply, the kernel reads the choice from the node. */
+static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_options *o, kiln_error *err) {
+    (void)o;
+    ir_graph *g = m->graph;
+    for (int32_t i = 0; i < plan->n_layers; i++) {
+        engine_layer *l = &plan->layers[i];
+        if (!l->tactic || l->time_ms <= 0) continue; /* single candidate: nothing to tell the kernel */
+        ir_node *n = &g->nodes[l->node];
+        ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)n->n_attrs + 1);
+        if (!na) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        int32_t k = 0;
+        for (int32_t j = 0; j < n->n_attrs; j++)
+            if (strcmp(n->attrs[j].name, BUILD_TACTIC_ATTR)) na[k++] = n->attrs[j];
+        na[k].name = BUILD_TACTIC_ATTR;
+        na[k].type = IR_ATTR_STRING;
+        na[k].s.data = arena_strdup(&m->arena, l->tactic);
+        na[k].s.len = strlen(l->tactic);
+        na[k].doc = "";
+        n->attrs = na;
+        n->n_attrs = k + 1;
+    }
+    return KILN_OK;
+}
+
+/* ---- the build ---------------------------------------------------------------------- */
+
+kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *diags, engine_plan **out,
+                         build_stats *stats_out, kiln_error *err) {
+    *out = NULL;
+    build_options dflt = build_options_default();
+    const build_options *o = opts ? opts : &dflt;
+    build_stats stats;
+    memset(&stats, 0, sizeof stats);
+    double t0 = now_s();
+    engine_plan *plan = engine_plan_new();
+    if (!plan) {
+        ir_model_free(model);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    plan->model = model;
+    kiln_status st = KILN_OK;
+    build_timing_cache cache;
+    build_timing_cache_init(&cache);
+    bool use_cache = o->timing_cache != NULL;
+
+    /* 1. profiles */
+    build_profile_set local;
+    build_profile_set *set = o->profiles;
+    if (!set) {
+        build_profiles_init(&local);
+        set = &local;
+    }
+    int32_t errors = build_profiles_check(set, model, diags);
+    if (errors > 0) {
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG,
+                          "the optimization profile flags have %d error%s (listed above): fix them and build again",
+                          errors, errors == 1 ? "" : "s");
+        goto done;
+    }
+    int32_t n_profiles = set->n_profiles > 0 ? set->n_profiles : 1;
+    /* I/O is described before inference so symbolic dims keep their names */
+    st = engine_plan_describe_io(plan, err);
+    if (st == KILN_OK) st = record_profiles(plan, set, model, n_profiles, err);
+    if (st != KILN_OK) goto done;
+
+    /* 2. graph passes */
+    if (o->run_passes) {
+        st = build_run_passes(model, NULL, err);
+        if (st != KILN_OK) {
+            kiln_err_prefix(err, "graph optimization failed: ");
+            goto done;
+        }
+    }
+
+    /* 3. inference at every profile point; profile 0's opt last, for tactics */
+    plan->mem.n_profiles = n_profiles;
+    plan->mem.activation_max = ARENA_ARRAY(&plan->arena, uint64_t, n_profiles);
+    plan->mem.activation_opt = ARENA_ARRAY(&plan->arena, uint64_t, n_profiles);
+    if (!plan->mem.activation_max || !plan->mem.activation_opt) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int32_t p = n_profiles - 1; p >= 0 && st == KILN_OK; p--) {
+        static const build_point order[3] = {BUILD_POINT_MIN, BUILD_POINT_MAX, BUILD_POINT_OPT};
+        for (int k = 0; k < 3 && st == KILN_OK; k++) {
+            point_shapes ps;
+            st = point_for(set, p, order[k], model, &plan->arena, &ps, err);
+            if (st == KILN_OK) st = infer_at(model, &ps, p, order[k], n_profiles, diags, err);
+            if (st != KILN_OK) break;
+            if (order[k] == BUILD_POINT_MAX) plan->mem.activation_max[p] = activation_bytes(model->graph);
+            if (order[k] == BUILD_POINT_OPT) plan->mem.activation_opt[p] = activation_bytes(model->graph);
+        }
+    }
+    if (st != KILN_OK) goto done;
+
+    /* 4. tactics */
+    if (use_cache) {
+        strbuf w;
+        sb_init(&w);
+        if (!build_timing_cache_load(&cache, o->timing_cache, &w)) {
+            warn(o, "%s", sb_cstr(&w));
+            cache.dirty = true; /* replace the unusable file */
+        }
+        sb_free(&w);
+    }
+    stats.nodes = model->graph->n_nodes;
+    st = choose_tactics(model, plan, o, use_cache ? &cache : NULL, &stats, err);
+    if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
+    if (st != KILN_OK) goto done;
+    if (use_cache && (cache.dirty || access(o->timing_cache, F_OK) != 0)) {
+        kiln_error cerr = {0};
+        if (build_timing_cache_save(&cache, o->timing_cache, &cerr) != KILN_OK) warn(o, "%s", kiln_err_msg(&cerr));
+        kiln_err_clear(&cerr);
+    }
+
+    /* back to the declared (symbolic) types for the engine's graph */
+    {
+        diag_list scratch;
+        diag_list_init(&scratch);
+        kiln_error ierr = {0};
+        ir_infer_options none;
+        memset(&none, 0, sizeof none);
+        ir_infer(model, &none, &scratch, &ierr);
+        kiln_err_clear(&ierr);
+        diag_list_free(&scratch);
+    }
+
+    /* 5-6. metadata */
+    plan->header.backend = ENGINE_BACKEND_CPU;
+    plan->header.host_features = o->cpu_features;
+    plan->header.required_features = engine_isa_features(o->cpu_features);
+    plan->meta.kiln_version = KILN_VERSION_STRING;
+    plan->meta.source_model = o->source_model ? arena_strdup(&plan->arena, o->source_model) : "";
+    plan->meta.source_size = o->source_size;
+    plan->meta.build_unix_time = (uint64_t)time(NULL);
+    plan->meta.backend_name = "cpu";
+    plan->meta.gpu_arch = plan->meta.cuda_version = plan->meta.cublas_version = plan->meta.cudnn_version = "";
+    plan->meta.precision_flags = o->precision_flags;
+    plan->meta.workspace_limit = o->workspace_limit;
+    plan->meta.build_threads = o->threads;
+    plan->meta.build_flags = (use_cache ? ENGINE_BUILD_TIMING_CACHE : 0) | (stats.timed ? ENGINE_BUILD_TACTICS_TIMED : 0);
+    plan->mem.workspace_limit = o->workspace_limit;
+    plan->mem.max_scratch_bytes = stats.max_scratch;
+    stats.seconds = now_s() - t0;
+    plan->meta.build_seconds = stats.seconds;
+
+done:
+    build_timing_cache_free(&cache);
+    if (set == &local) build_profiles_free(&local);
+    if (st != KILN_OK) {
+        engine_plan_free(plan);
+        return st;
+    }
+    if (stats_out) *stats_out = stats;
+    *out = plan;
+    return KILN_OK;
+}

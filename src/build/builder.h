@@ -1,0 +1,64 @@
+/* builder.h - turns a validated ONNX model (IR) into an engine_plan ready to save or run.
+ *
+ * Steps, in order, each stopping the build with a message that says what to change:
+ *   1. profiles: every dynamic input gets min/opt/max shapes from the profile set (trtexec
+ *      flags parsed by build/profile.h); inputs with dynamic dims and no shapes default to
+ *      1 for each unknown dim, with a warning showing the shape used and the flags to set;
+ *      the set is checked (build_profiles_check) and errors stop the build;
+ *   2. graph passes (build/passes: constant folding, Identity removal, Conv+BN folding,
+ *      activation fusion marks);
+ *   3. shape inference at every profile point (min, opt, max of every profile): an error
+ *      at any point is printed in `kiln check`'s format and names the point;
+ *   4. tactics per node at profile 0's opt shape: candidates whose scratch exceeds the
+ *      workspace limit are dropped; several remaining ones are timed (timing cache) and
+ *      the fastest is kept; none remaining fails naming the node, the scratch it needs,
+ *      the limit and the flag to raise it;
+ *   5. memory plan sizes per profile (activation arena at opt and max shapes);
+ *   6. the plan: metadata, profiles, I/O, layers, sizes, and the optimized graph.
+ */
+#ifndef KILN_BUILD_BUILDER_H
+#define KILN_BUILD_BUILDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "build/profile.h"
+#include "build/tactics.h"
+#include "core/status.h"
+#include "diag/diag.h"
+#include "engine/engine.h"
+
+typedef struct build_options {
+    build_profile_set *profiles; /* may be NULL or empty; the builder adds defaults to it */
+    uint64_t workspace_limit;    /* bytes of scratch a layer may use; 0 = unlimited */
+    const char *workspace_flag;  /* how the user sets it, for messages ("--memPoolSize=workspace:N") */
+    int threads;                 /* threads used for timing (0 = all CPUs) */
+    uint32_t precision_flags;    /* ENGINE_PREC_FLAG_* the user allowed */
+    const char *timing_cache;    /* path, or NULL */
+    bool time_tactics;           /* time when several tactics apply (default true) */
+    uint64_t cpu_features;       /* of this machine */
+    const char *source_model;    /* path, recorded in the engine */
+    uint64_t source_size;
+    const build_tactic_registry *registry; /* extra tactics (tests); may be NULL */
+    bool progress;               /* "[3/57] timing tactics for ..." on stderr */
+    bool run_passes;             /* default true */
+    /* warnings for the user ("input 'x' has dynamic dims ..."), one per line */
+    void (*warn)(void *user, const char *msg);
+    void *warn_user;
+} build_options;
+
+build_options build_options_default(void);
+
+typedef struct build_stats {
+    double seconds;
+    int32_t nodes, timed, cache_hits;
+    uint64_t max_scratch;
+} build_stats;
+
+/* Builds a plan from `model`, which the plan takes over (freed with the plan, also on
+ * failure). Diagnostics from profile checks and shape inference go to `diags` (printed
+ * by the caller in `kiln check`'s format); err holds the summary. */
+kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *diags, engine_plan **out,
+                         build_stats *stats, kiln_error *err);
+
+#endif

@@ -1,0 +1,264 @@
+/* tactics.c - the CPU tactic table, candidate selection, cache keys and timing (tactics.h). */
+#include "build/tactics.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/alloc.h"
+#include "core/strbuf.h"
+
+const char *build_bytes_str(uint64_t b, char *buf, size_t size) {
+    if (b >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(buf, size, "%.2f MiB", (double)b / (double)(1ull << 20));
+    else if (b >= (1ull << 10)) snprintf(buf, size, "%.1f KiB", (double)b / 1024.0);
+    else snprintf(buf, size, "%" PRIu64 " B", b);
+    return buf;
+}
+
+/* ---- Conv geometry (mirrors cpu_conv.c's choice) ---------------------------------- */
+
+typedef struct conv_shape {
+    bool ok;
+    int64_t C, M, group, nsp;
+    int64_t ksize, osize;
+    bool pointwise;
+} conv_shape;
+
+static conv_shape conv_geometry(const build_tactic_query *q) {
+    conv_shape s = {0};
+    if (q->n_in < 2 || q->n_out < 1 || !q->in[0] || !q->in[1] || !q->out[0]) return s;
+    const ir_type *x = q->in[0], *w = q->in[1], *y = q->out[0];
+    if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank || !x->dims || !w->dims || !y->dims) return s;
+    for (int32_t i = 0; i < x->rank; i++)
+        if (x->dims[i].kind != IR_DIM_CONST || w->dims[i].kind != IR_DIM_CONST || y->dims[i].kind != IR_DIM_CONST)
+            return s;
+    s.C = x->dims[1].value;
+    s.M = w->dims[0].value;
+    s.group = ir_node_attr_int(q->node, "group", 1);
+    if (s.group < 1) return s;
+    s.nsp = x->rank - 2;
+    s.ksize = 1;
+    s.osize = 1;
+    s.pointwise = true;
+    const ir_attr *strides = ir_node_attr(q->node, "strides"), *pads = ir_node_attr(q->node, "pads");
+    const ir_attr *autopad = ir_node_attr(q->node, "auto_pad");
+    for (int64_t i = 0; i < s.nsp; i++) {
+        int64_t k = w->dims[2 + i].value;
+        s.ksize *= k;
+        s.osize *= y->dims[2 + i].value;
+        if (k != 1) s.pointwise = false;
+        if (strides && strides->type == IR_ATTR_INTS && i < strides->n && strides->ints[i] != 1) s.pointwise = false;
+    }
+    if (pads && pads->type == IR_ATTR_INTS)
+        for (int32_t i = 0; i < pads->n; i++)
+            if (pads->ints[i]) s.pointwise = false;
+    if (autopad && autopad->type == IR_ATTR_STRING && autopad->s.len && strncmp(autopad->s.data, "NOTSET", 6) &&
+        strncmp(autopad->s.data, "VALID", 5) && !s.pointwise) s.pointwise = false;
+    s.ok = true;
+    return s;
+}
+
+static bool conv_is_depthwise(const conv_shape *s) {
+    return s->C / s->group == 1 && s->M / s->group == 1 && s->nsp == 2 && s->C > 1;
+}
+
+static bool conv_pointwise_applies(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    return s.ok && !conv_is_depthwise(&s) && s.pointwise;
+}
+static bool conv_depthwise_applies(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    return s.ok && conv_is_depthwise(&s);
+}
+static bool conv_im2col_applies(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    return !s.ok || (!conv_is_depthwise(&s) && !s.pointwise); /* unknown geometry: the general path */
+}
+/* im2col: (C/group) * prod(kernel) * prod(output spatial) floats, reused per image/group */
+static uint64_t conv_im2col_scratch(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok) return 0;
+    uint64_t n;
+    if (kiln_mul_overflow_u64((uint64_t)(s.C / s.group), (uint64_t)s.ksize, &n) ||
+        kiln_mul_overflow_u64(n, (uint64_t)s.osize, &n) || kiln_mul_overflow_u64(n, 4, &n))
+        return UINT64_MAX;
+    return n;
+}
+
+static const build_tactic builtin[] = {
+    {"", "Conv", "conv_pointwise_gemm", 0, conv_pointwise_applies, NULL, NULL},
+    {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL},
+    {"", "Conv", "conv_im2col_gemm", 0, conv_im2col_applies, conv_im2col_scratch, NULL},
+};
+
+static bool tactic_matches(const build_tactic *t, const build_tactic_query *q, uint64_t features) {
+    const char *dom = q->node->domain ? q->node->domain : "";
+    if (!t->op_type || strcmp(t->op_type, q->node->op_type) || strcmp(t->domain ? t->domain : "", dom)) return false;
+    if ((t->features & features) != t->features) return false;
+    return !t->applies || t->applies(q);
+}
+
+int32_t build_tactics_for_node(const build_tactic_registry *reg, const build_tactic_query *q, uint64_t features,
+                               const build_tactic **out, int32_t cap, build_tactic *generic, char *generic_name) {
+    int32_t n = 0;
+    bool have_kernel = cpu_kernel_find(q->node->domain, q->node->op_type, q->node->opset) != NULL;
+    if (reg)
+        for (int32_t i = 0; i < reg->n_extra; i++) {
+            const build_tactic *t = &reg->extra[i];
+            if (n < cap && (t->run || have_kernel) && tactic_matches(t, q, features)) out[n++] = t;
+        }
+    if (have_kernel)
+        for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+            if (n < cap && tactic_matches(&builtin[i], q, features)) out[n++] = &builtin[i];
+    if (n || !have_kernel || cap < 1) return n;
+    /* no specific rows: the op's registered kernel, no scratch */
+    snprintf(generic_name, 64, "%s", q->node->op_type);
+    memset(generic, 0, sizeof *generic);
+    generic->domain = q->node->domain;
+    generic->op_type = q->node->op_type;
+    generic->name = generic_name;
+    out[0] = generic;
+    return 1;
+}
+
+uint64_t build_tactic_scratch(const build_tactic *t, const build_tactic_query *q) {
+    return t->scratch ? t->scratch(q) : 0;
+}
+
+static void key_type(strbuf *sb, const ir_type *t) {
+    if (!t) {
+        sb_append(sb, "none");
+        return;
+    }
+    sb_append(sb, kiln_dtype_name(t->dtype));
+    sb_putc(sb, '[');
+    for (int32_t i = 0; i < t->rank && t->dims; i++)
+        sb_printf(sb, "%s%" PRId64, i ? "," : "", t->dims[i].kind == IR_DIM_CONST ? t->dims[i].value : -1);
+    sb_putc(sb, ']');
+}
+
+char *build_tactic_key(const build_tactic_query *q, uint64_t features) {
+    strbuf sb;
+    sb_init(&sb);
+    const ir_node *n = q->node;
+    sb_printf(&sb, "%s%s%s|%" PRId64 "|", n->domain && *n->domain ? n->domain : "", n->domain && *n->domain ? "::" : "",
+              n->op_type, n->opset);
+    for (int32_t i = 0; i < n->n_attrs; i++) {
+        const ir_attr *a = &n->attrs[i];
+        if (!strcmp(a->name, BUILD_TACTIC_ATTR)) continue;
+        sb_printf(&sb, "%s=", a->name);
+        switch (a->type) {
+        case IR_ATTR_INT: sb_printf(&sb, "%" PRId64, a->i); break;
+        case IR_ATTR_FLOAT: sb_printf(&sb, "%.9g", (double)a->f); break;
+        case IR_ATTR_STRING: sb_append_n(&sb, a->s.data, (size_t)a->s.len); break;
+        case IR_ATTR_INTS:
+            sb_putc(&sb, '[');
+            for (int32_t k = 0; k < a->n; k++) sb_printf(&sb, "%s%" PRId64, k ? "," : "", a->ints[k]);
+            sb_putc(&sb, ']');
+            break;
+        case IR_ATTR_FLOATS:
+            sb_putc(&sb, '[');
+            for (int32_t k = 0; k < a->n; k++) sb_printf(&sb, "%s%.9g", k ? "," : "", (double)a->floats[k]);
+            sb_putc(&sb, ']');
+            break;
+        default: sb_printf(&sb, "<%s>", ir_attr_type_name(a->type)); break;
+        }
+        sb_putc(&sb, ';');
+    }
+    sb_putc(&sb, '|');
+    for (int32_t i = 0; i < q->n_in; i++) {
+        if (i) sb_putc(&sb, ',');
+        key_type(&sb, q->in[i]);
+    }
+    uint64_t isa = features & (CPU_FEATURE_AVX2 | CPU_FEATURE_FMA | CPU_FEATURE_AVX512F | CPU_FEATURE_AVX512BW |
+                               CPU_FEATURE_AVX512VL | CPU_FEATURE_AVX512DQ | CPU_FEATURE_F16C |
+                               CPU_FEATURE_AVX512_VNNI | CPU_FEATURE_AVX512_BF16 | CPU_FEATURE_AMX);
+    sb_printf(&sb, "|isa=%" PRIx64, isa);
+    return sb.failed ? (sb_free(&sb), NULL) : sb_take(&sb);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
+                              double *ms, kiln_error *err) {
+    const ir_node *node = q->node;
+    for (int32_t i = 0; i < node->n_attrs; i++)
+        if (node->attrs[i].type == IR_ATTR_GRAPH || node->attrs[i].type == IR_ATTR_GRAPHS)
+            return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' has subgraphs: not timed", node->name);
+    cpu_kernel_fn fn = t->run ? t->run : cpu_kernel_find(node->domain, node->op_type, node->opset);
+    if (!fn) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "no kernel for %s", node->op_type);
+    if (q->n_in > 64 || q->n_out > 64) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "too many inputs to time");
+    rt_value vals[64], outs[64];
+    const rt_value *ins[64];
+    kiln_status st = KILN_OK;
+    for (int32_t i = 0; i < q->n_in; i++) {
+        rt_value_init(&vals[i]);
+        ins[i] = NULL;
+    }
+    for (int32_t i = 0; i < q->n_out; i++) rt_value_init(&outs[i]);
+    uint32_t seed = 12345;
+    for (int32_t i = 0; i < q->n_in && st == KILN_OK; i++) {
+        const ir_type *ty = q->in[i];
+        int32_t vid = i < node->n_inputs ? node->inputs[i] : IR_NONE;
+        if (!ty || vid == IR_NONE) continue;
+        const ir_value *v = &q->graph->values[vid];
+        if (v->init && v->init->data) {
+            st = rt_tensor_from_ir(rt_value_as_tensor(&vals[i]), v->init, err);
+            ins[i] = &vals[i];
+            continue;
+        }
+        if (ty->kind != IR_TYPE_TENSOR || ty->rank < 0 || ty->rank > RT_MAX_RANK || ty->dtype == KILN_DTYPE_STRING) {
+            st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "input %d of '%s' is not a plain tensor: not timed", i, node->name);
+            break;
+        }
+        int64_t dims[RT_MAX_RANK];
+        for (int32_t d = 0; d < ty->rank; d++) {
+            if (!ty->dims || ty->dims[d].kind != IR_DIM_CONST) {
+                st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "input %d of '%s' has no concrete shape", i, node->name);
+                break;
+            }
+            dims[d] = ty->dims[d].value;
+        }
+        if (st != KILN_OK) break;
+        rt_tensor *tt = rt_value_as_tensor(&vals[i]);
+        st = rt_tensor_alloc_zero(tt, ty->dtype, ty->rank, dims, err);
+        if (st != KILN_OK) break;
+        if (ty->dtype == KILN_DTYPE_FLOAT) {
+            float *f = tt->data;
+            for (uint64_t k = 0; k < tt->count; k++) f[k] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+        }
+        /* integer inputs (indices, shapes) stay zero: always in range */
+        ins[i] = &vals[i];
+    }
+    double samples[64];
+    int n = reps < 1 ? 1 : reps > 64 ? 64 : reps;
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    for (int r = 0; r <= n && st == KILN_OK; r++) { /* r == 0 warms up (state, caches) */
+        cpu_kernel_ctx ctx = {.model = q->model, .graph = q->graph, .node = node, .pool = pool, .err = err,
+                              .state = &state, .state_free = &state_free};
+        double t0 = now_ms();
+        st = fn(&ctx, ins, q->n_in, outs, q->n_out);
+        double t1 = now_ms();
+        for (int32_t i = 0; i < q->n_out; i++) rt_value_release(&outs[i]);
+        if (r > 0) samples[r - 1] = t1 - t0;
+    }
+    if (state && state_free) state_free(state);
+    for (int32_t i = 0; i < q->n_in; i++) rt_value_release(&vals[i]);
+    if (st != KILN_OK) return st;
+    qsort(samples, (size_t)n, sizeof samples[0], cmp_d);
+    *ms = samples[n / 2];
+    return KILN_OK;
+}

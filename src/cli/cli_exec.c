@@ -1,0 +1,857 @@
+/* cli_exec.c - `kiln exec`: trtexec's workflow on kiln. Build an engine from ONNX (or load
+ * one), optionally save it, run it for a warm-up time and then for at least --iterations
+ * queries and --duration seconds on --infStreams parallel contexts, and report as trtexec
+ * does (perf_report.h). Beyond trtexec: several --shapes in one run (one summary each) and
+ * --json with the whole run. docs/EXEC.md is the user guide.
+ *
+ * A freshly built engine is serialized and read back before it runs (as trtexec does), so
+ * what is measured is exactly what --loadEngine would run later.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/model_internal.h"
+#include "backends/cpu/cpu_kernel.h"
+#include "build/builder.h"
+#include "build/profile.h"
+#include "cli/cli.h"
+#include "cli/cli_exec.h"
+#include "cli/perf_report.h"
+#include "cli/trtexec_flags.h"
+#include "engine/context.h"
+#include "engine/engine.h"
+#include "ir/validate.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+typedef struct run_shape {
+    build_shape_entry *entries;
+    int32_t n;
+    const char *text; /* as given */
+} run_shape;
+
+typedef struct exec_state {
+    exec_flags f;
+    arena arena;
+    engine_plan *plan;
+    uint64_t engine_size;
+    double build_s, load_ms;
+    build_stats bstats;
+    bool built;
+    run_shape *shapes;
+    int32_t n_shapes;
+    strbuf json_runs;   /* per-shape JSON objects */
+    strbuf json_layers; /* last per-layer profile */
+    int threads;        /* per stream */
+    uint8_t *owned_bytes; /* a built engine kept in memory (no --saveEngine) */
+} exec_state;
+
+/* ---- diagnostics and warnings ------------------------------------------------------- */
+
+static void print_diags(const diag_list *dl, bool errors_only) {
+    for (int32_t i = 0; i < dl->n; i++) {
+        if (errors_only && dl->items[i].severity != DIAG_ERROR) continue;
+        strbuf sb;
+        sb_init(&sb);
+        diag_render_text(&dl->items[i], &sb);
+        fprintf(dl->items[i].severity == DIAG_ERROR ? stderr : stdout, "%s", sb_cstr(&sb));
+        if (sb.len && sb.data[sb.len - 1] != '\n') fputc('\n', dl->items[i].severity == DIAG_ERROR ? stderr : stdout);
+        sb_free(&sb);
+    }
+}
+
+static void warn_cb(void *user, const char *msg) {
+    (void)user;
+    perf_log('W', "%s", msg);
+}
+
+/* ---- shapes and profiles ------------------------------------------------------------ */
+
+static const char *spec_name(arena *a, const char *name) {
+    return strpbrk(name, ":,'") ? arena_printf(a, "'%s'", name) : name;
+}
+
+static kiln_status parse_run_shapes(exec_state *s, kiln_error *err) {
+    exec_flags *f = &s->f;
+    s->shapes = ARENA_ARRAY(&s->arena, run_shape, f->n_run_shapes ? f->n_run_shapes : 1);
+    if (!s->shapes) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < f->n_shape_args; i++) {
+        if (f->shape_args[i].kind != EXEC_SHAPE_RUN) continue;
+        char *copy = arena_strdup(&s->arena, f->shape_args[i].value);
+        char *save = NULL;
+        for (char *g = strtok_r(copy, ";", &save); g; g = strtok_r(NULL, ";", &save)) {
+            run_shape *r = &s->shapes[s->n_shapes];
+            r->text = g;
+            kiln_status st = build_shape_spec_parse(g, &s->arena, &r->entries, &r->n, err);
+            if (st != KILN_OK) {
+                kiln_err_prefix(err, "--shapes: ");
+                return st;
+            }
+            s->n_shapes++;
+        }
+    }
+    return KILN_OK;
+}
+
+/* min/max over several run shapes -> one profile that covers them all (opt = the first). */
+static kiln_status profile_from_run_shapes(exec_state *s, build_profile_set *set, kiln_error *err) {
+    strbuf mn, opt, mx;
+    sb_init(&mn);
+    sb_init(&opt);
+    sb_init(&mx);
+    const run_shape *first = &s->shapes[0];
+    for (int32_t e = 0; e < first->n; e++) {
+        const build_shape_entry *fe = &first->entries[e];
+        const char *nm = spec_name(&s->arena, fe->name);
+        sb_printf(&mn, "%s%s:", mn.len ? "," : "", nm);
+        sb_printf(&opt, "%s%s:", opt.len ? "," : "", nm);
+        sb_printf(&mx, "%s%s:", mx.len ? "," : "", nm);
+        for (int32_t d = 0; d < fe->rank; d++) {
+            int64_t lo = fe->dims[d], hi = fe->dims[d];
+            for (int32_t r = 1; r < s->n_shapes; r++)
+                for (int32_t k = 0; k < s->shapes[r].n; k++) {
+                    const build_shape_entry *o = &s->shapes[r].entries[k];
+                    if (strcmp(o->name, fe->name) || o->rank != fe->rank) continue;
+                    if (o->dims[d] < lo) lo = o->dims[d];
+                    if (o->dims[d] > hi) hi = o->dims[d];
+                }
+            sb_printf(&mn, "%s%" PRId64, d ? "x" : "", lo);
+            sb_printf(&opt, "%s%" PRId64, d ? "x" : "", fe->dims[d]);
+            sb_printf(&mx, "%s%" PRId64, d ? "x" : "", hi);
+        }
+    }
+    kiln_status st = build_profiles_add(set, BUILD_FLAG_MIN, sb_cstr(&mn), err);
+    if (st == KILN_OK) st = build_profiles_add(set, BUILD_FLAG_OPT, sb_cstr(&opt), err);
+    if (st == KILN_OK) st = build_profiles_add(set, BUILD_FLAG_MAX, sb_cstr(&mx), err);
+    perf_log('I', "Several --shapes given: building one profile that covers them: --minShapes=%s --optShapes=%s --maxShapes=%s",
+             sb_cstr(&mn), sb_cstr(&opt), sb_cstr(&mx));
+    sb_free(&mn);
+    sb_free(&opt);
+    sb_free(&mx);
+    return st;
+}
+
+static kiln_status make_profiles(exec_state *s, build_profile_set *set, kiln_error *err) {
+    exec_flags *f = &s->f;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < f->n_shape_args && st == KILN_OK; i++) {
+        const exec_shape_arg *a = &f->shape_args[i];
+        switch (a->kind) {
+        case EXEC_SHAPE_PROFILE: st = build_profiles_select(set, strtol(a->value, NULL, 10), err); break;
+        case EXEC_SHAPE_MIN: st = build_profiles_add(set, BUILD_FLAG_MIN, a->value, err); break;
+        case EXEC_SHAPE_OPT: st = build_profiles_add(set, BUILD_FLAG_OPT, a->value, err); break;
+        case EXEC_SHAPE_MAX: st = build_profiles_add(set, BUILD_FLAG_MAX, a->value, err); break;
+        case EXEC_SHAPE_RUN:
+            if (s->n_shapes == 1) st = build_profiles_add(set, BUILD_FLAG_SHAPES, a->value, err);
+            break;
+        }
+    }
+    if (st == KILN_OK && s->n_shapes > 1 && !f->has_profile_flags) st = profile_from_run_shapes(s, set, err);
+    return st;
+}
+
+/* ---- build or load ------------------------------------------------------------------ */
+
+static uint64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static int build_from_onnx(exec_state *s) {
+    exec_flags *f = &s->f;
+    perf_log('I', "Start parsing network model.");
+    kiln_model *m = NULL;
+    kiln_status st = kiln_model_load_file(f->onnx, NULL, &m);
+    if (st != KILN_OK) {
+        print_diags(&m->diags, true);
+        perf_log('E', "Failed to parse the ONNX file '%s': %s", f->onnx, kiln_model_errmsg(m));
+        kiln_model_free(m);
+        return CLI_EXIT_FAILED;
+    }
+    perf_log('I', "Finished parsing network model. Parse time: %g", 0.0);
+    build_profile_set set;
+    build_profiles_init(&set);
+    kiln_error err = {0};
+    st = make_profiles(s, &set, &err);
+    if (st != KILN_OK) {
+        perf_log('E', "%s", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        build_profiles_free(&set);
+        kiln_model_free(m);
+        return CLI_EXIT_USAGE;
+    }
+    build_options o = build_options_default();
+    o.profiles = &set;
+    o.workspace_limit = f->workspace_bytes;
+    o.threads = s->threads;
+    o.precision_flags = (f->fp16 ? ENGINE_PREC_FLAG_FP16 : 0) | (f->int8 ? ENGINE_PREC_FLAG_INT8 : 0) |
+                        (f->bf16 ? ENGINE_PREC_FLAG_BF16 : 0) | (f->no_tf32 ? ENGINE_PREC_FLAG_NO_TF32 : 0) |
+                        (f->best ? ENGINE_PREC_FLAG_BEST : 0);
+    o.timing_cache = f->timing_cache;
+    o.cpu_features = cpu_features();
+    o.source_model = f->onnx;
+    o.source_size = file_size(f->onnx);
+    o.progress = true;
+    o.warn = warn_cb;
+    ir_model *ir = m->ir;
+    m->ir = NULL; /* the plan takes the graph over */
+    kiln_model_free(m);
+    diag_list diags;
+    diag_list_init(&diags);
+    double t0 = now_ms();
+    engine_plan *plan = NULL;
+    st = build_engine(ir, &o, &diags, &plan, &s->bstats, &err);
+    s->build_s = (now_ms() - t0) / 1000.0;
+    print_diags(&diags, false);
+    diag_list_free(&diags);
+    build_profiles_free(&set);
+    if (st != KILN_OK) {
+        perf_log('E', "Engine could not be created from network");
+        fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        return CLI_EXIT_FAILED;
+    }
+    if (s->bstats.timed || s->bstats.cache_hits)
+        perf_log('I', "Tactics: %d timed, %d from the timing cache", s->bstats.timed, s->bstats.cache_hits);
+    perf_log('I', "Engine built in %g sec.", s->build_s);
+    s->built = true;
+
+    /* serialize, then run what was serialized */
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (f->save_engine) {
+        st = engine_write_file(plan, f->save_engine, &err);
+        if (st == KILN_OK) perf_log('I', "Engine saved to '%s'", f->save_engine);
+    } else {
+        st = engine_write_mem(plan, &bytes, &size, &err);
+    }
+    engine_plan_free(plan);
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        free(bytes);
+        return CLI_EXIT_FAILED;
+    }
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->save_engine ? f->save_engine : "<built engine>"};
+    t0 = now_ms();
+    if (f->save_engine) st = engine_read_file(f->save_engine, &ro, &s->plan, &err);
+    else st = engine_read_mem(bytes, size, &ro, &s->plan, &err);
+    s->load_ms = now_ms() - t0;
+    s->engine_size = f->save_engine ? file_size(f->save_engine) : size;
+    if (st == KILN_OK && bytes) {
+        /* the plan borrows the bytes: hand them over */
+        s->plan->model->file_data = bytes;
+        s->plan->model->file_size = size;
+    }
+    if (st != KILN_OK) {
+        free(bytes);
+        fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        return CLI_EXIT_FAILED;
+    }
+    s->owned_bytes = bytes;
+    perf_log('I', "Created engine with size: %g MiB", (double)s->engine_size / (1 << 20));
+    return 0;
+}
+
+static int load_engine(exec_state *s) {
+    exec_flags *f = &s->f;
+    kiln_error err = {0};
+    engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine};
+    double t0 = now_ms();
+    kiln_status st = engine_read_file(f->load_engine, &ro, &s->plan, &err);
+    s->load_ms = now_ms() - t0;
+    if (st != KILN_OK) {
+        perf_log('E', "Failed to load the engine.");
+        fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        return CLI_EXIT_FAILED;
+    }
+    s->engine_size = file_size(f->load_engine);
+    perf_log('I', "Loaded engine with size: %g MiB", (double)s->engine_size / (1 << 20));
+    perf_log('I', "Engine deserialized in %g sec.", s->load_ms / 1000.0);
+    if (f->save_engine) {
+        st = engine_write_file(s->plan, f->save_engine, &err);
+        if (st != KILN_OK) {
+            fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+            kiln_err_clear(&err);
+            return CLI_EXIT_FAILED;
+        }
+    }
+    return 0;
+}
+
+/* ---- inputs for one run shape ------------------------------------------------------- */
+
+typedef struct input_set {
+    int32_t n;
+    const char **names;
+    rt_value *vals;
+    const rt_value **ptrs;
+} input_set;
+
+static void input_set_free(input_set *in) {
+    for (int32_t i = 0; i < in->n; i++) rt_value_release(&in->vals[i]);
+    free(in->names);
+    free(in->vals);
+    free(in->ptrs);
+    memset(in, 0, sizeof *in);
+}
+
+static kiln_status make_inputs(exec_state *s, const run_shape *rs, input_set *in, strbuf *desc, kiln_error *err) {
+    const engine_plan *p = s->plan;
+    int32_t prof = s->f.profile_index > 0 ? s->f.profile_index : 0;
+    if (p->n_profiles && prof >= p->n_profiles)
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "--profile=%d: the engine has %d profile%s", prof, p->n_profiles,
+                            p->n_profiles == 1 ? "" : "s");
+    in->n = p->n_inputs;
+    in->names = calloc((size_t)(in->n ? in->n : 1), sizeof *in->names);
+    in->vals = calloc((size_t)(in->n ? in->n : 1), sizeof *in->vals);
+    in->ptrs = calloc((size_t)(in->n ? in->n : 1), sizeof *in->ptrs);
+    if (!in->names || !in->vals || !in->ptrs) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    /* every run-shape name must be an input */
+    for (int32_t e = 0; rs && e < rs->n; e++) {
+        bool found = false;
+        const char *names[256];
+        int nn = 0;
+        for (int32_t i = 0; i < p->n_inputs; i++) {
+            found |= !strcmp(p->inputs[i].name, rs->entries[e].name);
+            if (nn < 256) names[nn++] = p->inputs[i].name;
+        }
+        if (!found) {
+            const char *g = cli_closest(rs->entries[e].name, names, nn);
+            return kiln_err_set(err, KILN_ERR_INVALID_ARG, "--shapes names '%s', which is not an input of the engine%s%s%s",
+                                rs->entries[e].name, g ? "; did you mean '" : "", g ? g : "", g ? "'?" : "");
+        }
+    }
+    for (int32_t i = 0; i < p->n_inputs; i++) {
+        const engine_io *io = &p->inputs[i];
+        rt_value_init(&in->vals[i]);
+        in->names[i] = io->name;
+        in->ptrs[i] = &in->vals[i];
+        int64_t dims[RT_MAX_RANK];
+        int32_t rank = io->rank;
+        if (rank < 0 || rank > RT_MAX_RANK) rank = 0;
+        const build_shape_entry *given = NULL;
+        for (int32_t e = 0; rs && e < rs->n; e++)
+            if (!strcmp(rs->entries[e].name, io->name)) given = &rs->entries[e];
+        const engine_profile_input *pi = p->n_profiles ? engine_profile_find(&p->profiles[prof], io->name) : NULL;
+        if (given) {
+            if (io->rank >= 0 && given->rank != io->rank)
+                return kiln_err_set(err, KILN_ERR_SHAPE, "--shapes gives '%s' %d dimensions; the input has %d", io->name,
+                                    given->rank, io->rank);
+            rank = given->rank;
+            memcpy(dims, given->dims, sizeof(int64_t) * (size_t)rank);
+        } else if (pi) {
+            rank = pi->rank;
+            memcpy(dims, pi->opt, sizeof(int64_t) * (size_t)rank);
+        } else {
+            for (int32_t d = 0; d < rank; d++) dims[d] = io->dims[d].kind == IR_DIM_CONST ? io->dims[d].value : 1;
+        }
+        kiln_dtype dt = io->dtype ? (kiln_dtype)io->dtype : KILN_DTYPE_FLOAT;
+        const char *file = NULL;
+        for (int k = 0; k < s->f.n_inputs; k++)
+            if (!strcmp(s->f.inputs[k].name, io->name)) file = s->f.inputs[k].path;
+        rt_tensor *t = rt_value_as_tensor(&in->vals[i]);
+        kiln_status st = file ? exec_load_input(file, io->name, dt, rank, dims, given != NULL || !pi, t, err)
+                              : rt_tensor_alloc(t, dt, rank, dims, err);
+        if (st != KILN_OK) return st;
+        if (!file) exec_fill_random(t, (uint32_t)i + 1);
+        char buf[256];
+        sb_printf(desc, "%s%s", i ? ", " : "", io->name);
+        sb_printf(desc, ": %s", rt_tensor_desc(t, buf, sizeof buf));
+    }
+    for (int k = 0; k < s->f.n_inputs; k++) {
+        bool found = false;
+        for (int32_t i = 0; i < p->n_inputs; i++) found |= !strcmp(s->f.inputs[k].name, p->inputs[i].name);
+        if (!found)
+            return kiln_err_set(err, KILN_ERR_INVALID_ARG, "--loadInputs names '%s', which is not an input of the engine",
+                                s->f.inputs[k].name);
+    }
+    return KILN_OK;
+}
+
+/* ---- the timed runs ----------------------------------------------------------------- */
+
+typedef struct layer_snap {
+    int32_t n_nodes;
+    uint64_t *last_ns; /* cumulative per main-graph node */
+    double *runs;      /* per run x node, ms */
+    int32_t n_runs, cap_runs;
+    const ir_graph *g;
+} layer_snap;
+
+static void snap_cb(const rt_node_profile *p, void *user) {
+    layer_snap *ls = user;
+    if (p->graph != ls->g) return;
+    int32_t idx = (int32_t)(p->node - ls->g->nodes);
+    if (idx < 0 || idx >= ls->n_nodes) return;
+    uint64_t delta = p->total_ns - ls->last_ns[idx];
+    ls->last_ns[idx] = p->total_ns;
+    ls->runs[(size_t)(ls->n_runs) * (size_t)ls->n_nodes + (size_t)idx] = (double)delta / 1e6;
+}
+
+/* Records one run's per-node times (difference of the cumulative profile). */
+static void snap_take(layer_snap *ls, engine_context *c) {
+    if (ls->n_runs == ls->cap_runs) {
+        int32_t nc = ls->cap_runs ? ls->cap_runs * 2 : 64;
+        double *nr = realloc(ls->runs, sizeof *nr * (size_t)nc * (size_t)(ls->n_nodes ? ls->n_nodes : 1));
+        if (!nr) return;
+        ls->runs = nr;
+        ls->cap_runs = nc;
+    }
+    memset(ls->runs + (size_t)ls->n_runs * (size_t)ls->n_nodes, 0, sizeof(double) * (size_t)ls->n_nodes);
+    rt_executor_foreach_profile(engine_context_executor(c), snap_cb, ls);
+    ls->n_runs++;
+}
+
+typedef struct stream_job {
+    exec_state *s;
+    engine_context *ctx;
+    input_set *in;
+    int id;
+    int target;          /* queries this stream must run (at least) */
+    double t_origin, duration_ms, warmup_ms;
+    perf_query *q;
+    int n_q, cap_q;
+    layer_snap *snap;    /* profile while timing (stream 0, without --separateProfileRun) */
+    rt_value *keep;      /* last outputs (stream 0) */
+    int32_t n_out;
+    kiln_error err;
+    kiln_status st;
+} stream_job;
+
+static void *stream_main(void *arg) {
+    stream_job *j = arg;
+    rt_value *outs = calloc((size_t)(j->n_out ? j->n_out : 1), sizeof *outs);
+    if (!outs) {
+        j->st = kiln_err_set(&j->err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    /* warm-up: at least one query */
+    double w0 = now_ms();
+    do {
+        j->st = engine_context_run(j->ctx, j->in->names, j->in->ptrs, j->in->n, outs, &j->err);
+        for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
+        if (j->snap) snap_take(j->snap, j->ctx), j->snap->n_runs--; /* warm-up runs are not profiled */
+    } while (j->st == KILN_OK && now_ms() - w0 < j->warmup_ms);
+    double start = now_ms();
+    while (j->st == KILN_OK && (j->n_q < j->target || now_ms() - start < j->duration_ms)) {
+        if (j->n_q == j->cap_q) {
+            int nc = j->cap_q ? j->cap_q * 2 : 256;
+            perf_query *nq = realloc(j->q, sizeof *nq * (size_t)nc);
+            if (!nq) {
+                j->st = kiln_err_set(&j->err, KILN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            j->q = nq;
+            j->cap_q = nc;
+        }
+        double t0 = now_ms();
+        j->st = engine_context_run(j->ctx, j->in->names, j->in->ptrs, j->in->n, outs, &j->err);
+        double t1 = now_ms();
+        j->q[j->n_q++] = (perf_query){t0 - j->t_origin, t1 - j->t_origin, t1 - t0, j->id};
+        if (j->snap) snap_take(j->snap, j->ctx);
+        bool last = j->n_q >= j->target && now_ms() - start >= j->duration_ms;
+        if (last && j->keep) {
+            for (int32_t k = 0; k < j->n_out; k++) j->keep[k] = outs[k];
+        } else {
+            for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
+        }
+    }
+    free(outs);
+    return NULL;
+}
+
+static int cmp_query(const void *a, const void *b) {
+    const perf_query *x = a, *y = b;
+    return x->start_ms < y->start_ms ? -1 : x->start_ms > y->start_ms;
+}
+
+static void dump_outputs(exec_state *s, engine_context *c, rt_value *outs, int32_t n, FILE *json) {
+    exec_flags *f = &s->f;
+    if (f->dump_output) perf_log('I', "Output Tensors:");
+    if (json) fprintf(json, "[");
+    for (int32_t k = 0; k < n; k++) {
+        const char *name = engine_context_output_name(c, k);
+        const rt_tensor *t = outs[k].kind == IR_TYPE_TENSOR ? &outs[k].t : NULL;
+        strbuf dimsb;
+        sb_init(&dimsb);
+        for (int32_t d = 0; t && d < t->rank; d++) sb_printf(&dimsb, "%s%" PRId64, d ? "x" : "", t->dims[d]);
+        strbuf vals;
+        sb_init(&vals);
+        for (uint64_t i = 0; t && i < t->count; i++) {
+            double v = 0;
+            switch (t->dtype) {
+            case KILN_DTYPE_FLOAT: v = ((const float *)t->data)[i]; break;
+            case KILN_DTYPE_DOUBLE: v = ((const double *)t->data)[i]; break;
+            case KILN_DTYPE_INT64: v = (double)((const int64_t *)t->data)[i]; break;
+            case KILN_DTYPE_INT32: v = ((const int32_t *)t->data)[i]; break;
+            case KILN_DTYPE_BOOL: case KILN_DTYPE_UINT8: v = ((const uint8_t *)t->data)[i]; break;
+            case KILN_DTYPE_INT8: v = ((const int8_t *)t->data)[i]; break;
+            case KILN_DTYPE_FLOAT16: v = kiln_fp16_to_fp32(((const uint16_t *)t->data)[i]); break;
+            default: v = NAN; break;
+            }
+            if (t->dtype == KILN_DTYPE_FLOAT) sb_printf(&vals, "%s%.9g", i ? (json ? ", " : " ") : "", v);
+            else sb_printf(&vals, "%s%.17g", i ? (json ? ", " : " ") : "", v);
+        }
+        if (f->dump_output) {
+            perf_log('I', "%s: (%s)", name, sb_cstr(&dimsb));
+            perf_log('I', "%s", sb_cstr(&vals));
+        }
+        if (json) {
+            strbuf nm;
+            sb_init(&nm);
+            sb_json_string(&nm, name, strlen(name));
+            /* JSON has no NaN/Inf: write them as strings */
+            const char *v = sb_cstr(&vals);
+            bool special = strstr(v, "nan") || strstr(v, "inf");
+            fprintf(json, "%s\n  { \"name\" : %s, \"dimensions\" : \"%s\", \"values\" : [ %s ]%s }", k ? "," : "",
+                    sb_cstr(&nm), sb_cstr(&dimsb), special ? "" : v, special ? ", \"note\" : \"values include NaN or Inf; see --dumpOutput\"" : "");
+            sb_free(&nm);
+        }
+        sb_free(&dimsb);
+        sb_free(&vals);
+    }
+    if (json) fprintf(json, "\n]\n");
+}
+
+static void layer_profile_from_snap(exec_state *s, const layer_snap *ls, perf_layer_profile *lp) {
+    lp->n_layers = ls->n_nodes;
+    lp->n_runs = ls->n_runs;
+    lp->times = ls->runs;
+    lp->names = ARENA_ARRAY(&s->arena, const char *, ls->n_nodes ? ls->n_nodes : 1);
+    lp->ops = ARENA_ARRAY(&s->arena, const char *, ls->n_nodes ? ls->n_nodes : 1);
+    lp->tactics = ARENA_ARRAY(&s->arena, const char *, ls->n_nodes ? ls->n_nodes : 1);
+    for (int32_t i = 0; i < ls->n_nodes; i++) {
+        lp->names[i] = ls->g->nodes[i].name;
+        lp->ops[i] = ls->g->nodes[i].op_type;
+        lp->tactics[i] = i < s->plan->n_layers ? s->plan->layers[i].tactic : NULL;
+    }
+}
+
+static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index) {
+    exec_flags *f = &s->f;
+    kiln_error err = {0};
+    input_set in;
+    memset(&in, 0, sizeof in);
+    strbuf desc;
+    sb_init(&desc);
+    kiln_status st = make_inputs(s, rs, &in, &desc, &err);
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        input_set_free(&in);
+        sb_free(&desc);
+        return st;
+    }
+    perf_log('I', "=== Inference %s%d: %s ===", s->n_shapes > 1 ? "shape " : "run ", index, sb_cstr(&desc));
+    bool want_profile = f->dump_profile || f->export_profile || f->json_report;
+    bool inline_profile = want_profile && !f->separate_profile_run;
+    int ns = f->streams;
+    stream_job *jobs = calloc((size_t)ns, sizeof *jobs);
+    pthread_t *th = calloc((size_t)ns, sizeof *th);
+    layer_snap snap;
+    memset(&snap, 0, sizeof snap);
+    snap.g = s->plan->model->graph;
+    snap.n_nodes = snap.g->n_nodes;
+    snap.last_ns = calloc((size_t)(snap.n_nodes ? snap.n_nodes : 1), sizeof *snap.last_ns);
+    rt_value *keep = NULL;
+    int32_t n_out = 0;
+    if (!jobs || !th || !snap.last_ns) st = kiln_err_set(&err, KILN_ERR_NOMEM, "out of memory");
+    int per_stream = (f->iterations + ns - 1) / ns;
+    for (int i = 0; i < ns && st == KILN_OK; i++) {
+        engine_context_options co = {.threads = s->threads, .profile = inline_profile && i == 0,
+                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0};
+        st = engine_context_create(s->plan, &co, &jobs[i].ctx, &err);
+        if (st != KILN_OK) break;
+        n_out = engine_context_n_outputs(jobs[i].ctx);
+        jobs[i].s = s;
+        jobs[i].in = &in;
+        jobs[i].id = i;
+        jobs[i].target = per_stream;
+        jobs[i].duration_ms = f->duration_s * 1000.0;
+        jobs[i].warmup_ms = f->warmup_ms;
+        jobs[i].n_out = n_out;
+        jobs[i].snap = inline_profile && i == 0 ? &snap : NULL;
+    }
+    if (st == KILN_OK) {
+        keep = calloc((size_t)(n_out ? n_out : 1), sizeof *keep);
+        jobs[0].keep = keep;
+        double origin = now_ms();
+        for (int i = 0; i < ns; i++) jobs[i].t_origin = origin;
+        bool *started = calloc((size_t)ns, sizeof *started);
+        for (int i = 1; i < ns; i++) started[i] = pthread_create(&th[i], NULL, stream_main, &jobs[i]) == 0;
+        stream_main(&jobs[0]);
+        for (int i = 1; i < ns; i++) {
+            if (started[i]) pthread_join(th[i], NULL);
+            else stream_main(&jobs[i]);
+        }
+        free(started);
+        for (int i = 0; i < ns && st == KILN_OK; i++)
+            if (jobs[i].st != KILN_OK) {
+                st = jobs[i].st;
+                kiln_err_move(&err, &jobs[i].err);
+            }
+    }
+    if (st == KILN_OK) {
+        /* gather, sort by start, and measure the wall time from first start to last end */
+        int total = 0;
+        for (int i = 0; i < ns; i++) total += jobs[i].n_q;
+        perf_query *all = malloc(sizeof *all * (size_t)(total ? total : 1));
+        int k = 0;
+        double first = INFINITY, last = 0;
+        for (int i = 0; i < ns; i++)
+            for (int q = 0; q < jobs[i].n_q; q++) {
+                all[k++] = jobs[i].q[q];
+                if (jobs[i].q[q].start_ms < first) first = jobs[i].q[q].start_ms;
+                if (jobs[i].q[q].end_ms > last) last = jobs[i].q[q].end_ms;
+            }
+        qsort(all, (size_t)total, sizeof *all, cmp_query);
+        for (int i = 0; i < total; i++) {
+            all[i].start_ms -= first;
+            all[i].end_ms -= first;
+        }
+        double wall = last - first;
+        perf_log('I', "Timing: %d queries on %d stream%s, %d thread%s each, %g ms warm-up", total, ns, ns == 1 ? "" : "s",
+                 s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
+        perf_print_averages(all, total, f->avg_runs);
+        perf_summary_opts so = {f->percentiles, f->n_percentiles, true, ns, s->threads, 5.0};
+        perf_stats lat, comp;
+        double qps;
+        perf_print_summary(all, total, wall, &so, &lat, &comp, &qps);
+        if (inline_profile && want_profile)
+            perf_log('W', "Per-layer timing was on during these runs and adds overhead; use --separateProfileRun for clean numbers.");
+        if (f->export_times && !perf_export_times(f->export_times, all, total))
+            perf_log('E', "cannot write --exportTimes file '%s'", f->export_times);
+        if ((f->dump_output || f->export_output) && keep) {
+            FILE *jf = f->export_output ? fopen(f->export_output, "w") : NULL;
+            if (f->export_output && !jf) perf_log('E', "cannot write --exportOutput file '%s'", f->export_output);
+            dump_outputs(s, jobs[0].ctx, keep, n_out, jf);
+            if (jf) fclose(jf);
+        }
+        /* JSON for this shape */
+        strbuf *j = &s->json_runs;
+        sb_printf(j, "%s{\"index\": %d, \"shapes\": ", j->len ? ", " : "", index);
+        sb_json_string(j, sb_cstr(&desc), desc.len);
+        sb_printf(j, ", \"queries\": %d, \"streams\": %d, \"threads_per_stream\": %d, \"walltime_ms\": %.6f, "
+                     "\"throughput_qps\": %.6f, \"latency_ms\": ",
+                  total, ns, s->threads, wall, qps);
+        perf_stats_json(&lat, f->percentiles, j);
+        sb_append(j, ", \"compute_ms\": ");
+        perf_stats_json(&comp, f->percentiles, j);
+        sb_append(j, "}");
+        free(all);
+    }
+    /* per-layer profile: during the runs, or in a separate run */
+    if (st == KILN_OK && want_profile && f->separate_profile_run) {
+        engine_context *pc = NULL;
+        engine_context_options co = {.threads = s->threads, .profile = true,
+                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0};
+        st = engine_context_create(s->plan, &co, &pc, &err);
+        rt_value *outs = calloc((size_t)(n_out ? n_out : 1), sizeof *outs);
+        for (int r = 0; st == KILN_OK && r <= f->iterations; r++) {
+            st = engine_context_run(pc, in.names, in.ptrs, in.n, outs, &err);
+            for (int32_t q = 0; q < n_out; q++) rt_value_release(&outs[q]);
+            if (st == KILN_OK) {
+                snap_take(&snap, pc);
+                if (r == 0) snap.n_runs--; /* the first run warms up */
+            }
+        }
+        free(outs);
+        engine_context_free(pc);
+    }
+    if (st == KILN_OK && want_profile && snap.n_runs > 0) {
+        perf_layer_profile lp;
+        layer_profile_from_snap(s, &snap, &lp);
+        if (f->dump_profile) perf_print_profile(&lp);
+        if (f->export_profile && !perf_export_profile(f->export_profile, &lp))
+            perf_log('E', "cannot write --exportProfile file '%s'", f->export_profile);
+        sb_reset(&s->json_layers);
+        perf_profile_json(&lp, &s->json_layers);
+    }
+    if (st != KILN_OK) fprintf(stderr, "kiln exec: error: %s\n", kiln_err_msg(&err));
+    kiln_err_clear(&err);
+    for (int i = 0; jobs && i < ns; i++) {
+        engine_context_free(jobs[i].ctx);
+        free(jobs[i].q);
+        kiln_err_clear(&jobs[i].err);
+    }
+    for (int32_t k = 0; keep && k < n_out; k++) rt_value_release(&keep[k]);
+    free(keep);
+    free(jobs);
+    free(th);
+    free(snap.last_ns);
+    free(snap.runs);
+    input_set_free(&in);
+    sb_free(&desc);
+    return st;
+}
+
+/* ---- the whole run -------------------------------------------------------------------- */
+
+static void precision_notes(const exec_flags *f) {
+    /* Precision flags are permissions in trtexec (the builder may use lower precision where
+     * it is faster). kiln's CPU backend has FP32 kernels only, so it honours them by using
+     * FP32 everywhere, and says so once. */
+    if (f->fp16 || f->int8 || f->best || f->bf16) {
+        strbuf sb;
+        sb_init(&sb);
+        sb_printf(&sb, "%s%s%s%s", f->fp16 ? "--fp16 " : "", f->bf16 ? "--bf16 " : "", f->int8 ? "--int8 " : "",
+                  f->best ? "--best " : "");
+        perf_log('W', "%sallow%s lower-precision kernels, but kiln's CPU backend has FP32 kernels only: every layer "
+                      "is built and run in FP32 (the engine records fp32 per layer). Results match an FP32 run.",
+                 sb_cstr(&sb), (f->fp16 + f->bf16 + f->int8 + f->best) > 1 ? "" : "s");
+        sb_free(&sb);
+    }
+    if (f->int8 && !f->calib)
+        perf_log('W', "--int8 without --calib: trtexec would use placeholder scales; kiln computes in FP32, so no "
+                      "accuracy is lost.");
+    if (f->calib) perf_log('W', "--calib=%s is not read: no INT8 kernels are used on the CPU backend.", f->calib);
+    if (f->no_tf32) perf_log('I', "--noTF32: the CPU backend never uses TF32; nothing to change.");
+}
+
+static void write_json_report(exec_state *s, bool passed) {
+    exec_flags *f = &s->f;
+    strbuf j;
+    sb_init(&j);
+    sb_printf(&j, "{\n  \"kiln\": \"%s\",\n  \"command\": ", KILN_VERSION_STRING);
+    sb_json_string(&j, sb_cstr(&f->command), f->command.len);
+    sb_printf(&j, ",\n  \"passed\": %s,\n  \"backend\": \"cpu\",\n", passed ? "true" : "false");
+    if (s->built) {
+        sb_printf(&j, "  \"build\": {\"seconds\": %.6f, \"nodes\": %d, \"tactics_timed\": %d, \"timing_cache_hits\": %d, "
+                      "\"max_scratch_bytes\": %" PRIu64 ", \"workspace_limit_bytes\": %" PRIu64 "},\n",
+                  s->build_s, s->bstats.nodes, s->bstats.timed, s->bstats.cache_hits, s->bstats.max_scratch,
+                  f->workspace_bytes);
+    }
+    if (s->plan) {
+        sb_printf(&j, "  \"engine\": {\"size_bytes\": %" PRIu64 ", \"load_ms\": %.6f, \"layers\": %d, \"weights_bytes\": %" PRIu64 "},\n",
+                  s->engine_size, s->load_ms, s->plan->n_layers, s->plan->mem.weights_bytes);
+        sb_append(&j, "  \"profiles\": [");
+        for (int32_t p = 0; p < s->plan->n_profiles; p++) {
+            const engine_profile *pr = &s->plan->profiles[p];
+            sb_printf(&j, "%s{\"index\": %d, \"inputs\": [", p ? ", " : "", p);
+            for (int32_t i = 0; i < pr->n_inputs; i++) {
+                const engine_profile_input *pi = &pr->inputs[i];
+                sb_append(&j, i ? ", {\"name\": " : "{\"name\": ");
+                sb_json_string(&j, pi->name, strlen(pi->name));
+                const int64_t *pts[3] = {pi->min, pi->opt, pi->max};
+                const char *nm[3] = {"min", "opt", "max"};
+                for (int k = 0; k < 3; k++) {
+                    sb_printf(&j, ", \"%s\": [", nm[k]);
+                    for (int32_t d = 0; d < pi->rank; d++) sb_printf(&j, "%s%" PRId64, d ? ", " : "", pts[k][d]);
+                    sb_append(&j, "]");
+                }
+                sb_append(&j, "}");
+            }
+            sb_append(&j, "]}");
+        }
+        sb_append(&j, "],\n");
+    }
+    sb_printf(&j, "  \"runs\": [%s],\n  \"layers\": %s\n}\n", sb_cstr(&s->json_runs),
+              s->json_layers.len ? sb_cstr(&s->json_layers) : "null");
+    FILE *fp = fopen(f->json_report, "w");
+    if (!fp || fwrite(j.data, 1, j.len, fp) != j.len) perf_log('E', "cannot write --json file '%s'", f->json_report);
+    if (fp) fclose(fp);
+    sb_free(&j);
+}
+
+static int finish(exec_state *s, int rc) {
+    exec_flags *f = &s->f;
+    if (f->json_report) write_json_report(s, rc == 0);
+    printf("&&&& %s kiln.exec [kiln v%s] # %s\n", rc == 0 ? "PASSED" : "FAILED", KILN_VERSION_STRING, sb_cstr(&f->command));
+    engine_plan_free(s->plan);
+    free(s->owned_bytes);
+    sb_free(&s->json_runs);
+    sb_free(&s->json_layers);
+    arena_free(&s->arena);
+    exec_flags_free(f);
+    return rc;
+}
+
+int cli_exec(int argc, char **argv) {
+    exec_state s;
+    memset(&s, 0, sizeof s);
+    arena_init(&s.arena);
+    sb_init(&s.json_runs);
+    sb_init(&s.json_layers);
+    exec_flags_init(&s.f);
+    exec_flags *f = &s.f;
+    strbuf perr;
+    sb_init(&perr);
+    bool help = false;
+    printf("&&&& RUNNING kiln.exec [kiln v%s] # ", KILN_VERSION_STRING);
+    for (int i = 0; i < argc; i++) printf("%s%s", i ? " " : "kiln ", argv[i]);
+    printf("\n");
+    int rc = exec_flags_parse(argc, argv, f, &help, &perr);
+    if (help) {
+        exec_print_help();
+        sb_free(&perr);
+        exec_flags_free(f);
+        arena_free(&s.arena);
+        return CLI_EXIT_OK;
+    }
+    if (rc) {
+        cli_usage_error("exec", "%s", sb_cstr(&perr));
+        sb_free(&perr);
+        return finish(&s, rc);
+    }
+    sb_free(&perr);
+    perf_verbose = f->verbose;
+    for (const char *p = sb_cstr(&f->notes); *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        perf_log('W', "%.*s", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+    if (!strcmp(f->backend, "cuda")) {
+        perf_log('E', "--backend=cuda: this kiln has no CUDA backend yet (backends available: cpu). Run with "
+                      "--backend=cpu, or leave --backend out.");
+        return finish(&s, CLI_EXIT_FAILED);
+    }
+    if (f->device != 0)
+        perf_log('W', "--device=%d: device indices select GPUs; the CPU backend runs on this machine's CPUs.", f->device);
+    precision_notes(f);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1) ncpu = 1;
+    s.threads = f->threads ? f->threads : (int)(ncpu / f->streams > 0 ? ncpu / f->streams : 1);
+    perf_log('I', "=== Model Options ===");
+    perf_log('I', "Format: %s", f->onnx ? "ONNX" : "kiln engine");
+    perf_log('I', "Model: %s", f->onnx ? f->onnx : f->load_engine);
+    perf_log('I', "=== Build Options ===");
+    perf_log('I', "Backend: cpu");
+    if (f->workspace_set) perf_log('I', "Workspace: %g MiB", (double)f->workspace_bytes / (1 << 20));
+    else perf_log('I', "Workspace: unlimited");
+    perf_log('I', "Precision: FP32");
+    perf_log('I', "=== Inference Options ===");
+    perf_log('I', "Streams: %d, threads per stream: %d", f->streams, s.threads);
+    perf_log('I', "Iterations: %d, Duration: %gs, Warm up: %gms", f->iterations, f->duration_s, f->warmup_ms);
+
+    kiln_error err = {0};
+    if (parse_run_shapes(&s, &err) != KILN_OK) {
+        cli_usage_error("exec", "%s", kiln_err_msg(&err));
+        kiln_err_clear(&err);
+        return finish(&s, CLI_EXIT_USAGE);
+    }
+    rc = f->onnx ? build_from_onnx(&s) : load_engine(&s);
+    if (rc) return finish(&s, rc);
+    if (f->skip_inference) {
+        perf_log('I', "Skipped inference phase since --skipInference is added.");
+        return finish(&s, 0);
+    }
+    int n = s.n_shapes ? s.n_shapes : 1;
+    for (int i = 0; i < n; i++)
+        if (run_shape_bench(&s, s.n_shapes ? &s.shapes[i] : NULL, i) != KILN_OK) return finish(&s, CLI_EXIT_FAILED);
+    return finish(&s, 0);
+}

@@ -1,0 +1,5 @@
+%
+
+serve
+
+inputPlaceholder"

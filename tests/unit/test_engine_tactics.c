@@ -1,0 +1,184 @@
+/* test_engine_tactics.c - tactic candidates and scratch sizes (Conv geometry), timing picks
+ * the faster of two registered variants, and the timing cache file (round trip, corrupt
+ * and foreign files are ignored with a warning). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "build/tactics.h"
+#include "build/timing_cache.h"
+
+static ir_type tensor_type(ir_model *m, int32_t rank, const int64_t *dims) {
+    ir_type t = {.kind = IR_TYPE_TENSOR, .dtype = KILN_DTYPE_FLOAT, .rank = rank};
+    t.dims = ARENA_ARRAY(&m->arena, ir_dim, rank);
+    for (int32_t i = 0; i < rank; i++) t.dims[i] = (ir_dim){IR_DIM_CONST, 0, dims[i]};
+    return t;
+}
+
+typedef struct conv_case {
+    ir_model *m;
+    ir_graph *g;
+    ir_type tx, tw, ty;
+    const ir_type *in[2], *out[1];
+    build_tactic_query q;
+} conv_case;
+
+static void make_conv(conv_case *c, int64_t C, int64_t M, int64_t k, int64_t group, int64_t pad) {
+    c->m = ir_model_new();
+    c->g = ir_graph_new(c->m, NULL, "g");
+    c->m->graph = c->g;
+    int64_t xd[4] = {1, C, 32, 32}, wd[4] = {M, C / group, k, k}, yd[4] = {1, M, 32 + 2 * pad - k + 1, 32 + 2 * pad - k + 1};
+    c->tx = tensor_type(c->m, 4, xd);
+    c->tw = tensor_type(c->m, 4, wd);
+    c->ty = tensor_type(c->m, 4, yd);
+    int32_t idx = ir_graph_add_node(c->g);
+    ir_node *n = ir_graph_node(c->g, idx);
+    n->name = "conv";
+    n->op_type = "Conv";
+    n->opset = 17;
+    n->n_attrs = 2;
+    n->attrs = ARENA_ARRAY(&c->m->arena, ir_attr, 2);
+    n->attrs[0] = (ir_attr){.name = "group", .type = IR_ATTR_INT, .i = group};
+    int64_t *pads = ARENA_ARRAY(&c->m->arena, int64_t, 4);
+    for (int i = 0; i < 4; i++) pads[i] = pad;
+    n->attrs[1] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
+    c->in[0] = &c->tx;
+    c->in[1] = &c->tw;
+    c->out[0] = &c->ty;
+    c->q = (build_tactic_query){c->m, c->g, n, 2, 1, c->in, c->out};
+}
+
+static void test_conv_candidates_and_scratch(void **state) {
+    (void)state;
+    const build_tactic *cands[8];
+    build_tactic generic;
+    char gname[64];
+    conv_case c;
+    /* 3x3, pad 1: im2col with scratch C*kh*kw*OH*OW*4 */
+    make_conv(&c, 8, 8, 3, 1, 1);
+    int32_t n = build_tactics_for_node(NULL, &c.q, 0, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    assert_string_equal(cands[0]->name, "conv_im2col_gemm");
+    assert_int_equal(build_tactic_scratch(cands[0], &c.q), 8 * 3 * 3 * 32 * 32 * 4);
+    char *key = build_tactic_key(&c.q, CPU_FEATURE_AVX2);
+    assert_non_null(strstr(key, "Conv|17|group=1;pads=[1,1,1,1];|float32[1,8,32,32],float32[8,8,3,3]|isa=1"));
+    free(key);
+    ir_model_free(c.m);
+    /* 1x1, no pad: pointwise, no scratch */
+    make_conv(&c, 8, 16, 1, 1, 0);
+    n = build_tactics_for_node(NULL, &c.q, 0, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    assert_string_equal(cands[0]->name, "conv_pointwise_gemm");
+    assert_int_equal(build_tactic_scratch(cands[0], &c.q), 0);
+    ir_model_free(c.m);
+    /* depthwise */
+    make_conv(&c, 8, 8, 3, 8, 1);
+    n = build_tactics_for_node(NULL, &c.q, 0, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    assert_string_equal(cands[0]->name, "conv_depthwise_direct");
+    ir_model_free(c.m);
+}
+
+static kiln_status run_fast(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {
+    (void)ctx, (void)in, (void)n_in, (void)out, (void)n_out;
+    return KILN_OK;
+}
+static kiln_status run_slow(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {
+    (void)ctx, (void)in, (void)n_in, (void)out, (void)n_out;
+    struct timespec ts = {0, 2000000}; /* 2 ms */
+    nanosleep(&ts, NULL);
+    return KILN_OK;
+}
+static uint64_t scratch_big(const build_tactic_query *q) {
+    (void)q;
+    return 1ull << 40;
+}
+
+static void test_timing_picks_faster_variant(void **state) {
+    (void)state;
+    conv_case c;
+    make_conv(&c, 4, 4, 1, 1, 0);
+    ir_graph_node(c.g, 0)->op_type = "KilnTestOp";
+    const build_tactic extra[] = {
+        {"", "KilnTestOp", "slow", 0, NULL, NULL, run_slow},
+        {"", "KilnTestOp", "fast", 0, NULL, NULL, run_fast},
+        {"", "KilnTestOp", "huge_scratch", 0, NULL, scratch_big, run_fast},
+        {"", "KilnTestOp", "needs_avx512", CPU_FEATURE_AVX512F, NULL, NULL, run_fast},
+    };
+    build_tactic_registry reg = {extra, 4};
+    const build_tactic *cands[8];
+    build_tactic generic;
+    char gname[64];
+    int32_t n = build_tactics_for_node(&reg, &c.q, CPU_FEATURE_AVX2, cands, 8, &generic, gname);
+    assert_int_equal(n, 3); /* the AVX-512 variant is not offered on an AVX2 CPU */
+    assert_int_equal(build_tactic_scratch(cands[2], &c.q), 1ull << 40);
+    double slow_ms, fast_ms;
+    kiln_error err = {0};
+    assert_int_equal(build_tactic_time(cands[0], &c.q, NULL, 3, &slow_ms, &err), KILN_OK);
+    assert_int_equal(build_tactic_time(cands[1], &c.q, NULL, 3, &fast_ms, &err), KILN_OK);
+    assert_true(slow_ms >= 1.5);  /* it sleeps 2 ms per run */
+    assert_true(fast_ms < slow_ms);
+    ir_model_free(c.m);
+}
+
+static void test_timing_cache_file(void **state) {
+    (void)state;
+    char path[] = "/tmp/kiln_tc_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    build_timing_cache c;
+    build_timing_cache_init(&c);
+    assert_true(build_timing_cache_put(&c, "Conv|17|k=\"q\"\t|x", "conv_im2col_gemm", 0.25));
+    assert_true(build_timing_cache_put(&c, "MatMul|13||float32[1,2]", "gemm", 1.5));
+    kiln_error err = {0};
+    assert_int_equal(build_timing_cache_save(&c, path, &err), KILN_OK);
+    build_timing_cache_free(&c);
+    build_timing_cache_init(&c);
+    strbuf w;
+    sb_init(&w);
+    assert_true(build_timing_cache_load(&c, path, &w));
+    double ms = 0;
+    assert_true(build_timing_cache_get(&c, "Conv|17|k=\"q\"\t|x", "conv_im2col_gemm", &ms));
+    assert_true(ms == 0.25);
+    assert_false(build_timing_cache_get(&c, "Conv|17|k=\"q\"\t|x", "other", &ms));
+    build_timing_cache_free(&c);
+    /* corrupt, foreign and other-version files: ignored with a warning, cache empty */
+    const char *bad[] = {"{\"format\": \"kiln-timing-cache\", \"version\": 1, \"entries\": [{\"key\": 3}]}",
+                         "{\"format\": \"something-else\", \"version\": 1, \"entries\": []}",
+                         "{\"format\": \"kiln-timing-cache\", \"version\": 99, \"entries\": []}", "\x01\x02garbage"};
+    const char *why[] = {"malformed", "not a kiln timing cache", "another timing-cache format version", "not valid JSON"};
+    for (int i = 0; i < 4; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        build_timing_cache_init(&c);
+        sb_reset(&w);
+        assert_false(build_timing_cache_load(&c, path, &w));
+        assert_non_null(strstr(sb_cstr(&w), why[i]));
+        assert_int_equal(c.n, 0);
+        build_timing_cache_free(&c);
+    }
+    /* a missing file is an empty cache, no warning */
+    remove(path);
+    build_timing_cache_init(&c);
+    sb_reset(&w);
+    assert_true(build_timing_cache_load(&c, path, &w));
+    assert_int_equal(w.len, 0);
+    build_timing_cache_free(&c);
+    sb_free(&w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_candidates_and_scratch),
+        cmocka_unit_test(test_timing_picks_faster_variant),
+        cmocka_unit_test(test_timing_cache_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
