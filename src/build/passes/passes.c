@@ -1,5 +1,6 @@
 /* passes.c - runs the graph passes in order (see passes.h). */
 #include "build/passes/passes.h"
+#include "onnx/onnx_load.h"
 
 #include <string.h>
 
@@ -32,6 +33,14 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
     memset(stats, 0, sizeof *stats);
     if (!model || !model->graph) return KILN_OK;
     kiln_status st = KILN_OK;
+    /* Passes read weights with typed loads (BN scales, conv weights, scalars), but mapped
+     * raw_data sits at any file offset: align what is misaligned first. The session would
+     * make the same aligned copies when binding weights, so this costs nothing extra. */
+    ir_graph *g = model->graph;
+    for (int32_t i = 0; i < g->n_initializers && st == KILN_OK; i++) {
+        int32_t v = g->initializers[i];
+        if (v >= 0 && v < g->n_values && g->values[v].init) st = onnx_tensor_align(model, g->values[v].init, err);
+    }
     /* Order: folding first (Constant nodes become initializers, which the BN fold and
      * the activation fusion need), then Identity/Dropout (exposes Conv -> BN pairs). */
     if (st == KILN_OK && opts->fold) st = build_pass_fold_constants(model, opts, stats, err);
