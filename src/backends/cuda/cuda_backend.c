@@ -173,6 +173,49 @@ static uint64_t be_timer_elapsed_ns(void *ctx, uint64_t start, uint64_t end) {
     return (uint64_t)((double)ms * 1e6);
 }
 
+/* ---- CUDA graphs (whole-run capture; the executor decides when) ---- */
+
+static kiln_status be_capture_begin(void *ctx, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    /* relaxed: allocation APIs stay callable while recording (the stream-ordered
+     * allocator's calls become graph memory nodes) */
+    return cuda_err(err, cudaStreamBeginCapture(stream_of(c), cudaStreamCaptureModeRelaxed), "begin capture");
+}
+
+static kiln_status be_capture_end(void *ctx, void **graph, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    *graph = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(stream_of(c), &g);
+    if (e != cudaSuccess || !g) {
+        (void)cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "CUDA graph capture failed: %s (a node synchronized or "
+                            "copied to the host while recording)", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_err(err, e, "graph instantiate");
+    }
+    *graph = x;
+    return KILN_OK;
+}
+
+static kiln_status be_graph_launch(void *ctx, void *graph, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    return cuda_err(err, cudaGraphLaunch((cudaGraphExec_t)graph, stream_of(c)), "graph launch");
+}
+
+static void be_graph_destroy(void *ctx, void *graph) {
+    cuda_ctx *c = ctx;
+    if (!graph) return;
+    cudaStreamSynchronize(stream_of(c));
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 /* ---- lifecycle ---- */
 
 static void be_destroy(void *ctx) {
@@ -323,6 +366,10 @@ static const rt_backend cuda_backend_table = {
     .foreach_op = be_foreach_op,
     .location = RT_MEM_CUDA,
     .input_on_host = be_input_on_host,
+    .capture_begin = be_capture_begin,
+    .capture_end = be_capture_end,
+    .graph_launch = be_graph_launch,
+    .graph_destroy = be_graph_destroy,
 };
 
 const rt_backend *rt_backend_cuda(void) { return &cuda_backend_table; }
