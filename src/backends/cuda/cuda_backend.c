@@ -49,6 +49,23 @@ kiln_status cuda_node_fail(rt_node_call *call, kiln_status st, const char *fmt, 
     return kiln_err_set(call->err, st, "node '%s' (%s): %s", call->node->name, call->node->op_type, msg);
 }
 
+const rt_tensor *cuda_fused_input(rt_node_call *call, const char *attr, uint64_t count, int32_t *index,
+                                  kiln_status *st) {
+    *st = KILN_OK;
+    *index = -1;
+    const ir_attr *a = ir_node_attr(call->node, attr);
+    if (!a || a->type != IR_ATTR_INT) return NULL;
+    const rt_value *v = a->i >= 0 && a->i < call->n_in ? call->inputs[a->i] : NULL;
+    if (!v || v->kind != IR_TYPE_TENSOR || v->t.dtype != KILN_DTYPE_FLOAT || v->t.device == RT_MEM_HOST ||
+        v->t.count != count) {
+        *st = cuda_node_fail(call, KILN_ERR_SHAPE, "fused input %lld (%s) is missing or is not %llu float32 elements "
+                             "on the GPU", (long long)a->i, attr, (unsigned long long)count);
+        return NULL;
+    }
+    *index = (int32_t)a->i;
+    return &v->t;
+}
+
 bool cuda_host_i64s(const rt_value *v, int64_t *out, int32_t max, int32_t *n) {
     if (!v || v->kind != IR_TYPE_TENSOR || v->t.device != RT_MEM_HOST || v->t.count > (uint64_t)max) return false;
     if (v->t.dtype == KILN_DTYPE_INT64) memcpy(out, v->t.data, (size_t)v->t.count * sizeof *out);
