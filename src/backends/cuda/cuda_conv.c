@@ -80,9 +80,6 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     int32_t ri;
     const rt_tensor *res = cuda_fused_input(call, "kiln_residual", y->count, &ri, &st);
     if (st != KILN_OK) return st;
-    if (res && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
-                                                     (cudaStream_t)c->stream), "residual copy")) != KILN_OK)
-        return st;
 
     int act = -1;
     float fa = 0, fb = 0;
@@ -148,6 +145,10 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         p->fused_ok = true;
         p->valid = true;
     }
+    /* after the algorithm search, which writes y */
+    if (res && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
+                                                     (cudaStream_t)c->stream), "residual copy")) != KILN_OK)
+        return st;
     float one = 1.f, zero = 0.f, beta = res ? 1.f : 0.f;
     if (bias && act == CU_RELU && p->fused_ok) {
         s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace,
