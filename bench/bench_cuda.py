@@ -42,6 +42,12 @@ def kiln_latency(kiln, model, shapes, extra, iters):
     fb = [l for l in r.stderr.splitlines() if "warning" in l]
     if fb:
         print("  kiln:", fb[0][:300])
+    for line in r.stdout.splitlines():
+        if line.startswith("cuda graph"):
+            print(f"  kiln {' '.join(extra) or '(TF32)'}: {line}")
+    if r.returncode:
+        print("kiln failed:", " ".join(cmd), r.stdout[-1500:], r.stderr[-1500:])
+        return None
     return float(m.group(1))
 
 
@@ -101,6 +107,8 @@ def main():
         for prec, extra in (("fp32", ["--noTF32"]), ("tf32", []), ("fp16", ["--fp16"])):
             ms = kiln_latency(a.kiln, path, shapes, extra, a.iters)
             rows.append((name, prec, "kiln (incl. H2D/D2H)", ms))
+        ms = kiln_latency(a.kiln, path, shapes, ["--noCudaGraph"], a.iters)
+        rows.append((name, "tf32", "kiln no CUDA graph", ms))
         for prec in ("fp32", "tf32", "fp16"):
             torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
             torch.backends.cudnn.allow_tf32 = prec == "tf32"
@@ -116,7 +124,7 @@ def main():
             del m
             torch.cuda.empty_cache()
     print(f"\n{'model':9} {'prec':5} {'runner':22} {'ms':>8} {'TFLOP/s':>8} {'%peak':>6} {'kiln/this':>9}")
-    kiln = {(r[0], r[1]): r[3] for r in rows if r[2].startswith("kiln")}
+    kiln = {(r[0], r[1]): r[3] for r in rows if r[2].startswith("kiln (")}
     for name, prec, runner, ms in rows:
         if ms is None:
             print(f"{name:9} {prec:5} {runner:22} {'n/a':>8}")

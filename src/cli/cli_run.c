@@ -10,6 +10,7 @@
  * embedding tables; bool inputs are 0/1.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,10 +81,56 @@ static void prof_cb(const rt_node_profile *p, void *user) {
     }
 }
 
+/* With a recorded CUDA graph: new input data (every input value halved), one replay and one
+ * node-by-node run on it, outputs compared. Catches a graph that reads stale inputs or
+ * misses work; prints the largest difference (both runs use the same tactics, so it is
+ * normally 0). */
+static kiln_status check_graph(rt_session *s, const char **names, const rt_value **ptrs, rt_value *vals,
+                               int32_t n_feed, int32_t n_out, kiln_error *e) {
+    for (int32_t i = 0; i < n_feed; i++)
+        if (vals[i].t.dtype == KILN_DTYPE_FLOAT && vals[i].t.device == RT_MEM_HOST)
+            for (uint64_t k = 0; k < vals[i].t.count; k++) ((float *)vals[i].t.data)[k] *= 0.5f;
+    rt_value *a = calloc((size_t)n_out + 1, sizeof *a), *b = calloc((size_t)n_out + 1, sizeof *b);
+    if (!a || !b) {
+        free(a), free(b);
+        return kiln_err_set(e, KILN_ERR_NOMEM, "out of memory");
+    }
+    rt_executor *ex = rt_session_executor(s);
+    kiln_status st = rt_session_run(s, names, ptrs, n_feed, a, e);
+    bool replayed = rt_executor_device_graph_state(ex) == 1;
+    rt_executor_set_device_graph(ex, false);
+    if (st == KILN_OK) st = rt_session_run(s, names, ptrs, n_feed, b, e);
+    double worst = 0, big = 1;
+    uint64_t n = 0;
+    for (int32_t k = 0; st == KILN_OK && k < n_out; k++) {
+        const rt_tensor *x = &a[k].t, *y = &b[k].t;
+        if (x->dtype != y->dtype || x->count != y->count) {
+            st = kiln_err_set(e, KILN_ERR_RUNTIME, "output %d: the replay and the node-by-node run differ in shape",
+                              (int)k);
+            break;
+        }
+        if (x->dtype != KILN_DTYPE_FLOAT) continue;
+        for (uint64_t i = 0; i < x->count; i++) {
+            double d = fabs((double)((const float *)x->data)[i] - (double)((const float *)y->data)[i]);
+            if (!(d <= worst)) worst = d; /* NaN propagates */
+            if (fabs((double)((const float *)y->data)[i]) > big) big = fabs((double)((const float *)y->data)[i]);
+        }
+        n += x->count;
+    }
+    if (st == KILN_OK)
+        printf("cuda graph check: %s vs node-by-node on new inputs: max |diff| = %.3g over %" PRIu64 " values\n",
+               replayed ? "replay" : "(no replay!)", worst, n);
+    if (st == KILN_OK && (!replayed || !(worst <= 1e-3 * big)))
+        st = kiln_err_set(e, KILN_ERR_RUNTIME, "the CUDA graph replay does not match a node-by-node run");
+    for (int32_t k = 0; k < n_out; k++) rt_value_release(&a[k]), rt_value_release(&b[k]);
+    free(a), free(b);
+    return st;
+}
+
 int cli_run(int argc, char **argv) {
     const char *path = NULL, *shapes = NULL;
     int iters = 10, warm = 2, threads = 0;
-    bool profile = false, no_tf32 = false, fp16 = false;
+    bool profile = false, no_tf32 = false, fp16 = false, no_graph = false;
     const char *backend = "cpu";
     int64_t int_max = 100;
     for (int i = 1; i < argc; i++) {
@@ -92,7 +139,9 @@ int cli_run(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: kiln run MODEL.onnx [--inputs-random] [--iterations N] [--warmUp N] [--threads N]\n"
                    "                [--shapes name:1x3x224x224,...] [--profile] [--int-max N]\n"
-                   "                [--backend cpu|cuda] [--noTF32] [--fp16]\n");
+                   "                [--backend cpu|cuda] [--noTF32] [--fp16] [--useCudaGraph|--noCudaGraph]\n"
+                   "  cuda: runs with unchanged input shapes are recorded once as a CUDA graph and\n"
+                   "  replayed (on by default; --noCudaGraph runs node by node)\n");
             return CLI_EXIT_OK;
         } else if (!strcmp(a, "--inputs-random")) {
         } else if (!strcmp(a, "--profile")) profile = true;
@@ -102,6 +151,8 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(a, "--backend") && has) backend = argv[++i];
         else if (!strcmp(a, "--noTF32")) no_tf32 = true;
         else if (!strcmp(a, "--fp16")) fp16 = true;
+        else if (!strcmp(a, "--useCudaGraph")) no_graph = false;
+        else if (!strcmp(a, "--noCudaGraph")) no_graph = true;
         else if (!strcmp(a, "--shapes") && has) shapes = argv[++i];
         else if (!strcmp(a, "--int-max") && has) int_max = strtoll(argv[++i], NULL, 10);
         else if (a[0] == '-') return cli_usage_error("run", "unknown option '%s' (see kiln run --help)", a);
@@ -124,6 +175,7 @@ int cli_run(int argc, char **argv) {
     so.backend = backend;
     so.no_tf32 = no_tf32;
     so.fp16 = fp16;
+    so.no_device_graph = no_graph;
     so.run_passes = true;
     rt_session *s = NULL;
     kiln_error e = {0};
@@ -189,6 +241,8 @@ int cli_run(int argc, char **argv) {
     n_out = rt_session_n_outputs(s);
     outs = calloc((size_t)n_out + 1, sizeof *outs);
     if (!outs) goto done;
+    double ph_sum[3] = {0, 0, 0};
+    int ph_n = 0;
     for (int it = -warm; it < iters; it++) {
         for (int32_t k = 0; k < n_out; k++) rt_value_init(&outs[k]);
         double t0 = now_ms();
@@ -198,6 +252,12 @@ int cli_run(int argc, char **argv) {
         }
         double t = now_ms() - t0;
         if (it >= 0) times[it] = t;
+        uint64_t ph[3];
+        rt_executor_last_phase_ns(rt_session_executor(s), &ph[0], &ph[1], &ph[2]);
+        if (it >= 0 && ph[1]) {
+            for (int k = 0; k < 3; k++) ph_sum[k] += (double)ph[k] / 1e6;
+            ph_n++;
+        }
         for (int32_t k = 0; k < n_out; k++) rt_value_release(&outs[k]);
     }
     double sum = 0;
@@ -207,6 +267,20 @@ int cli_run(int argc, char **argv) {
            strcmp(backend, "cuda") ? "" : no_tf32 ? " (FP32)" : " (TF32)");
     printf("latency: median = %.3f ms, mean = %.3f ms, p90 = %.3f ms, min = %.3f ms\n", times[iters / 2],
            sum / iters, times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1], times[0]);
+    if (!strcmp(backend, "cuda")) {
+        rt_executor *ex = rt_session_executor(s);
+        if (rt_executor_device_graph_state(ex) == 1) {
+            printf("cuda graph: replayed; mean of %d runs: h2d %.3f ms, compute %.3f ms, d2h %.3f ms (device "
+                   "events)\n", ph_n, ph_n ? ph_sum[0] / ph_n : 0, ph_n ? ph_sum[1] / ph_n : 0,
+                   ph_n ? ph_sum[2] / ph_n : 0);
+            if (check_graph(s, names, ptrs, vals, n_feed, n_out, &e) != KILN_OK) {
+                fprintf(stderr, "kiln run: cuda graph check: %s\n", kiln_err_msg(&e));
+                goto done;
+            }
+        } else {
+            printf("cuda graph: not used (%s)\n", rt_executor_device_graph_why(ex));
+        }
+    }
     if (profile) {
         static prof_acc acc;
         memset(&acc, 0, sizeof acc);

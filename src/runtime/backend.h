@@ -109,6 +109,16 @@ typedef struct rt_backend {
     /* Whether the backend reads input `index` of the node on the host (shape-like
      * arguments: Reshape's shape, Slice's starts...). NULL: every input in `location`. */
     bool (*input_on_host)(void *ctx, const ir_node *node, int32_t index);
+
+    /* ---- appended: whole-run capture (CUDA graphs); NULL when the backend has none ----
+     * capture_begin starts recording everything later enqueued on the backend's stream
+     * (nothing runs); capture_end stops and instantiates the recording into *graph, and
+     * fails (leaving the stream usable) when something in between could not be recorded
+     * (a sync, a copy to pageable host memory...). graph_launch enqueues a replay. */
+    kiln_status (*capture_begin)(void *ctx, kiln_error *err);
+    kiln_status (*capture_end)(void *ctx, void **graph, kiln_error *err);
+    kiln_status (*graph_launch)(void *ctx, void *graph, kiln_error *err);
+    void (*graph_destroy)(void *ctx, void *graph);
 } rt_backend;
 
 /* The CPU backend (src/backends/cpu/cpu_backend.c). */

@@ -49,6 +49,18 @@ struct rt_executor {
     bool device;          /* be keeps tensors in device memory */
     char *fallback_report;
     int32_t n_fallback;
+    /* Device-graph replay (device backends with capture hooks; see rt_exec_options). */
+    struct {
+        int state;           /* 0 learning shapes, 1 shapes seen once, 2 graph recorded, -1 off */
+        char why[256];       /* why it is off */
+        int32_t n_in, n_out; /* main-graph inputs / outputs */
+        rt_tensor *in_sig;   /* per input: dtype and dims of the last run (data unused); rank -1 = not given */
+        rt_tensor *out_sig;  /* per output: dtype and dims of the last run */
+        rt_value *din;       /* per input: the fixed device buffer the graph reads */
+        rt_value *dout;      /* per output: the fixed device buffer the graph writes */
+        void *graph;
+        uint64_t phase_ns[3];
+    } dg;
 };
 
 typedef struct rt_frame {
@@ -427,6 +439,8 @@ static kiln_status report_missing(const rt_executor *ex, const missing_op *m, in
     return st;
 }
 
+static void dg_off(rt_executor *ex, const char *why);
+
 kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx, const rt_exec_options *opts,
                                rt_executor **out, kiln_error *err) {
     *out = NULL;
@@ -480,6 +494,15 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     }
     free(missing);
     free(fallen);
+    if (st == KILN_OK && ex->opts.device_graph) {
+        /* replay needs every node on the device and nothing that times or reads nodes */
+        if (!ex->device || !be->capture_begin || !be->capture_end || !be->graph_launch || !be->graph_destroy)
+            dg_off(ex, "the backend cannot record graphs");
+        else if (ex->n_fallback)
+            dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
+        else if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
+            dg_off(ex, "per-node profiling, NaN checks and memory accounting need per-node runs");
+    }
     if (st == KILN_OK && ex->opts.record_sizes) {
         ex->main_sizes = calloc((size_t)model->graph->n_values + 1, sizeof *ex->main_sizes);
         if (!ex->main_sizes) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
@@ -492,8 +515,12 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     return KILN_OK;
 }
 
+static void dg_drop(rt_executor *ex);
+
 void rt_executor_free(rt_executor *ex) {
     if (!ex) return;
+    dg_drop(ex);
+    free(ex->dg.in_sig), free(ex->dg.out_sig), free(ex->dg.din), free(ex->dg.dout);
     for (int32_t i = 0; i < ex->n_plans; i++) {
         rt_graph_plan *p = &ex->plans[i];
         if (!p->prepared) continue;
@@ -905,7 +932,241 @@ static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_va
     return st;
 }
 
+/* ---- device graphs (CUDA graphs through the backend's capture hooks) -------------------
+ * A run is recorded once input shapes have been seen twice in a row (the first run with
+ * new shapes picks GEMM/conv tactics, which synchronizes and so cannot be recorded). The
+ * recorded run reads its inputs from fixed device buffers (din, filled by one H2D copy per
+ * input before each replay) and ends with device-to-device copies of the outputs into
+ * fixed buffers (dout, copied back after the replay); every intermediate is allocated and
+ * freed inside the recording, so the stream-ordered allocator's graph nodes give each
+ * replay the same addresses. Whatever cannot be recorded (a CPU fallback node, a host
+ * read of a device value, a sync) makes capture_end fail: replay is then turned off for
+ * this executor, with the reason kept, and the run is redone the normal way. */
+
+static void dg_drop(rt_executor *ex) {
+    if (ex->dg.graph) ex->be->graph_destroy(ex->bctx, ex->dg.graph);
+    ex->dg.graph = NULL;
+    for (int32_t i = 0; ex->dg.din && i < ex->dg.n_in; i++) rt_value_release(&ex->dg.din[i]);
+    for (int32_t i = 0; ex->dg.dout && i < ex->dg.n_out; i++) rt_value_release(&ex->dg.dout[i]);
+}
+
+static void dg_off(rt_executor *ex, const char *why) {
+    dg_drop(ex);
+    ex->dg.state = -1;
+    snprintf(ex->dg.why, sizeof ex->dg.why, "%s", why);
+}
+
+static bool same_shape(const rt_tensor *a, const rt_tensor *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+static void sig_of(rt_tensor *sig, const rt_value *v) {
+    memset(sig, 0, sizeof *sig);
+    sig->rank = -1;
+    if (!v || v->kind != IR_TYPE_TENSOR) return;
+    sig->dtype = v->t.dtype;
+    sig->rank = v->t.rank;
+    memcpy(sig->dims, v->t.dims, sizeof sig->dims);
+    sig->count = v->t.count;
+    sig->nbytes = v->t.nbytes;
+}
+
+/* Whether these inputs are eligible at all (host tensors, or absent). */
+static bool dg_inputs_ok(const rt_value *const *inputs, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (inputs[i] && (inputs[i]->kind != IR_TYPE_TENSOR || inputs[i]->t.device != RT_MEM_HOST ||
+                          inputs[i]->t.dtype == KILN_DTYPE_STRING))
+            return false;
+    return true;
+}
+
+static bool dg_inputs_match(const rt_executor *ex, const rt_value *const *inputs) {
+    for (int32_t i = 0; i < ex->dg.n_in; i++) {
+        rt_tensor s;
+        sig_of(&s, inputs[i]);
+        if (s.rank != ex->dg.in_sig[i].rank || (s.rank >= 0 && !same_shape(&s, &ex->dg.in_sig[i]))) return false;
+    }
+    return true;
+}
+
+/* After a normal run: remember the shapes; eligible outputs are host tensors. */
+static void dg_learn(rt_executor *ex, const rt_value *const *inputs, const rt_value *outputs) {
+    for (int32_t i = 0; i < ex->dg.n_in; i++) sig_of(&ex->dg.in_sig[i], inputs[i]);
+    for (int32_t i = 0; i < ex->dg.n_out; i++) {
+        rt_tensor s;
+        sig_of(&s, &outputs[i]);
+        if (s.rank < 0 || s.dtype == KILN_DTYPE_STRING) {
+            dg_off(ex, "a graph output is not a tensor");
+            return;
+        }
+        ex->dg.out_sig[i] = s;
+    }
+    ex->dg.state = 1; /* a data-dependent output shape shows up as a mismatch while recording */
+}
+
+/* Records one run (nothing executes) into ex->dg.graph; false (and replay off) on failure. */
+static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
+    const ir_graph *g = ex->model->graph;
+    kiln_error e = {0};
+    kiln_status st = KILN_OK;
+    const rt_value **ins = calloc((size_t)ex->dg.n_in + 1, sizeof *ins);
+    if (!ins) {
+        dg_off(ex, "out of memory");
+        return false;
+    }
+    for (int32_t i = 0; i < ex->dg.n_in && st == KILN_OK; i++) {
+        rt_value_init(&ex->dg.din[i]);
+        if (!inputs[i]) continue;
+        ex->dg.din[i].kind = IR_TYPE_TENSOR;
+        st = dev_tensor_from_host(ex, &inputs[i]->t, &ex->dg.din[i].t, &e);
+        ins[i] = &ex->dg.din[i];
+    }
+    for (int32_t i = 0; i < ex->dg.n_out && st == KILN_OK; i++) {
+        const rt_tensor *s = &ex->dg.out_sig[i];
+        rt_value *o = &ex->dg.dout[i];
+        rt_value_init(o);
+        o->kind = IR_TYPE_TENSOR;
+        void *p = NULL;
+        if (s->nbytes) st = ex->be->alloc(ex->bctx, s->nbytes, &p, &e);
+        o->t = *s;
+        o->t.data = p;
+        o->t.device = ex->be->location;
+        o->t.free_fn = p ? exec_dev_free : NULL;
+        o->t.free_ctx = ex;
+    }
+    bool capturing = false;
+    if (st == KILN_OK) st = ex->be->capture_begin(ex->bctx, &e);
+    capturing = st == KILN_OK;
+    rt_frame f;
+    memset(&f, 0, sizeof f);
+    f.ex = ex;
+    f.plan = plan_for(ex, g);
+    if (st == KILN_OK) st = frame_bind(&f, ins, ex->dg.n_in, &e);
+    if (st == KILN_OK) st = run_frame(&f, &e);
+    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_out; i++) {
+        int32_t id = g->outputs[i];
+        const rt_value *v = id >= 0 ? f.ref[id] : NULL;
+        if (!v || !value_on_device(v) || !same_shape(&v->t, &ex->dg.out_sig[i]))
+            st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "graph output %d is not a device tensor of the shape seen "
+                              "before", (int)i);
+        else if (v->t.nbytes)
+            st = ex->be->copy(ex->bctx, ex->dg.dout[i].t.data, v->t.data, v->t.nbytes, RT_COPY_DEVICE_TO_DEVICE, NULL,
+                              &e);
+    }
+    if (f.vals) frame_uncount(&f);
+    frame_release(&f); /* intermediates are freed inside the recording */
+    free(ins);
+    if (capturing) {
+        void *graph = NULL;
+        kiln_error e2 = {0};
+        kiln_status st2 = ex->be->capture_end(ex->bctx, &graph, &e2);
+        if (st == KILN_OK && st2 != KILN_OK) {
+            st = st2;
+            kiln_err_set(&e, st2, "%s", kiln_err_msg(&e2));
+        }
+        kiln_err_clear(&e2);
+        if (st == KILN_OK) ex->dg.graph = graph;
+        else if (graph) ex->be->graph_destroy(ex->bctx, graph);
+    }
+    if (st != KILN_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "recording the run failed: %s", kiln_err_msg(&e));
+        dg_off(ex, why);
+    }
+    kiln_err_clear(&e);
+    return st == KILN_OK;
+}
+
+/* One replay: inputs into the fixed buffers, the graph, outputs back to the host. */
+static kiln_status dg_replay(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
+    uint64_t m[4] = {0, 0, 0, 0};
+    bool timed = ex->be->timer_mark && ex->be->timer_elapsed_ns;
+    kiln_status st = timed ? ex->be->timer_mark(ex->bctx, NULL, &m[0], err) : KILN_OK;
+    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_in; i++)
+        if (inputs[i] && inputs[i]->t.nbytes)
+            st = ex->be->copy(ex->bctx, ex->dg.din[i].t.data, inputs[i]->t.data, inputs[i]->t.nbytes,
+                              RT_COPY_HOST_TO_DEVICE, NULL, err);
+    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[1], err);
+    if (st == KILN_OK) st = ex->be->graph_launch(ex->bctx, ex->dg.graph, err);
+    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[2], err);
+    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_out; i++) {
+        const rt_tensor *s = &ex->dg.out_sig[i];
+        rt_value_init(&outputs[i]);
+        outputs[i].kind = IR_TYPE_TENSOR;
+        st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
+        if (st == KILN_OK && s->nbytes)
+            st = ex->be->copy(ex->bctx, outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes, RT_COPY_DEVICE_TO_HOST,
+                              NULL, err);
+    }
+    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[3], err);
+    if (st == KILN_OK && timed)
+        for (int k = 0; k < 3; k++) ex->dg.phase_ns[k] = ex->be->timer_elapsed_ns(ex->bctx, m[k], m[k + 1]);
+    if (st != KILN_OK)
+        for (int32_t i = 0; i < ex->dg.n_out; i++) rt_value_release(&outputs[i]);
+    return st;
+}
+
+static kiln_status run_plain(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err);
+
 kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
+    const ir_graph *g = ex->model->graph;
+    memset(ex->dg.phase_ns, 0, sizeof ex->dg.phase_ns);
+    if (!ex->opts.device_graph || ex->dg.state < 0) return run_plain(ex, inputs, outputs, err);
+    if (!ex->dg.in_sig) {
+        ex->dg.n_in = g->n_inputs;
+        ex->dg.n_out = g->n_outputs;
+        ex->dg.in_sig = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.in_sig);
+        ex->dg.out_sig = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.out_sig);
+        ex->dg.din = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.din);
+        ex->dg.dout = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.dout);
+        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout) {
+            dg_off(ex, "out of memory");
+            return run_plain(ex, inputs, outputs, err);
+        }
+    }
+    if (!dg_inputs_ok(inputs, g->n_inputs)) return run_plain(ex, inputs, outputs, err);
+    if (ex->dg.state == 2 && !dg_inputs_match(ex, inputs)) { /* new shapes: learn them again */
+        dg_drop(ex);
+        ex->dg.state = 0;
+    }
+    if (ex->dg.state == 1 && dg_inputs_match(ex, inputs) && dg_record(ex, inputs)) ex->dg.state = 2;
+    if (ex->dg.state == 2) return dg_replay(ex, inputs, outputs, err);
+    kiln_status st = run_plain(ex, inputs, outputs, err);
+    if (st == KILN_OK && ex->dg.state >= 0) dg_learn(ex, inputs, outputs);
+    return st;
+}
+
+void rt_executor_set_device_graph(rt_executor *ex, bool on) {
+    if (!ex) return;
+    if (!on) {
+        dg_drop(ex);
+        ex->opts.device_graph = false;
+        return;
+    }
+    ex->opts.device_graph = true;
+}
+
+int rt_executor_device_graph_state(const rt_executor *ex) {
+    if (!ex || !ex->opts.device_graph) return -1;
+    return ex->dg.state == 2 ? 1 : ex->dg.state < 0 ? -1 : 0;
+}
+
+const char *rt_executor_device_graph_why(const rt_executor *ex) {
+    if (!ex) return "";
+    if (!ex->opts.device_graph) return "device graphs are off";
+    return ex->dg.state < 0 ? ex->dg.why : "";
+}
+
+void rt_executor_last_phase_ns(const rt_executor *ex, uint64_t *h2d, uint64_t *compute, uint64_t *d2h) {
+    *h2d = ex->dg.phase_ns[0];
+    *compute = ex->dg.phase_ns[1];
+    *d2h = ex->dg.phase_ns[2];
+}
+
+static kiln_status run_plain(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
     const ir_graph *g = ex->model->graph;
     rt_frame f;
     memset(&f, 0, sizeof f);

@@ -33,6 +33,11 @@ typedef struct rt_exec_options {
      * the boundaries. NULL: every node must run on the main backend. */
     const rt_backend *fallback;
     void *fallback_ctx;
+    /* Device backends with capture hooks (appended): once a run with unchanged input
+     * shapes has warmed up the tactics, record the whole run as one device graph and
+     * replay it (only when every node runs on the device; any failure to record turns
+     * replay off for the executor and runs normally). */
+    bool device_graph;
 } rt_exec_options;
 
 /* Prepares every node. Fails with KILN_ERR_UNSUPPORTED when some node has no kernel:
@@ -63,6 +68,17 @@ const uint64_t *rt_executor_value_sizes(const rt_executor *ex);
 /* Peak bytes of intermediates alive at once during the last run (main graph and
  * subgraphs together). */
 uint64_t rt_executor_peak_bytes(const rt_executor *ex);
+
+/* Device-graph replay (rt_exec_options.device_graph): turns it on/off at run time
+ * (off destroys a recorded graph); state() says whether runs replay a graph now
+ * (1), may record one (0) or will not (-1, with why() saying why). */
+void rt_executor_set_device_graph(rt_executor *ex, bool on);
+int rt_executor_device_graph_state(const rt_executor *ex);
+const char *rt_executor_device_graph_why(const rt_executor *ex);
+/* Device executors: times of the last run's phases in ns, measured with backend timer
+ * marks when replaying a graph (h2d: inputs to the device, compute: the graph, d2h:
+ * outputs back); all 0 when the last run did not replay. */
+void rt_executor_last_phase_ns(const rt_executor *ex, uint64_t *h2d, uint64_t *compute, uint64_t *d2h);
 
 /* When a device backend runs the graph: NULL if every node runs on it, else a message
  * naming the nodes that run on the fallback backend ("3 nodes run on the cpu backend

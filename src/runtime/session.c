@@ -69,7 +69,8 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         st = fb->create(&fo, &s->fbctx, err);
     }
     if (st == KILN_OK) {
-        rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx};
+        rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx,
+                              !opts->no_device_graph};
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
     if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))

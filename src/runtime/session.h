@@ -37,6 +37,7 @@ typedef struct rt_session_options {
     bool no_tf32;             /* no TF32 tensor cores for FP32 GEMMs/convolutions */
     uint64_t workspace_bytes; /* tactic scratch limit (0 = backend default) */
     bool quiet_fallback;      /* do not print the per-node CPU fallback warning to stderr */
+    bool no_device_graph;     /* do not record/replay whole runs as CUDA graphs (on by default) */
 } rt_session_options;
 
 rt_session_options rt_session_options_default(void);

@@ -49,6 +49,23 @@ kiln_status cuda_node_fail(rt_node_call *call, kiln_status st, const char *fmt, 
     return kiln_err_set(call->err, st, "node '%s' (%s): %s", call->node->name, call->node->op_type, msg);
 }
 
+const rt_tensor *cuda_fused_input(rt_node_call *call, const char *attr, uint64_t count, int32_t *index,
+                                  kiln_status *st) {
+    *st = KILN_OK;
+    *index = -1;
+    const ir_attr *a = ir_node_attr(call->node, attr);
+    if (!a || a->type != IR_ATTR_INT) return NULL;
+    const rt_value *v = a->i >= 0 && a->i < call->n_in ? call->inputs[a->i] : NULL;
+    if (!v || v->kind != IR_TYPE_TENSOR || v->t.dtype != KILN_DTYPE_FLOAT || v->t.device == RT_MEM_HOST ||
+        v->t.count != count) {
+        *st = cuda_node_fail(call, KILN_ERR_SHAPE, "fused input %lld (%s) is missing or is not %llu float32 elements "
+                             "on the GPU", (long long)a->i, attr, (unsigned long long)count);
+        return NULL;
+    }
+    *index = (int32_t)a->i;
+    return &v->t;
+}
+
 bool cuda_host_i64s(const rt_value *v, int64_t *out, int32_t max, int32_t *n) {
     if (!v || v->kind != IR_TYPE_TENSOR || v->t.device != RT_MEM_HOST || v->t.count > (uint64_t)max) return false;
     if (v->t.dtype == KILN_DTYPE_INT64) memcpy(out, v->t.data, (size_t)v->t.count * sizeof *out);
@@ -171,6 +188,49 @@ static uint64_t be_timer_elapsed_ns(void *ctx, uint64_t start, uint64_t end) {
         return 0;
     }
     return (uint64_t)((double)ms * 1e6);
+}
+
+/* ---- CUDA graphs (whole-run capture; the executor decides when) ---- */
+
+static kiln_status be_capture_begin(void *ctx, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    /* relaxed: allocation APIs stay callable while recording (the stream-ordered
+     * allocator's calls become graph memory nodes) */
+    return cuda_err(err, cudaStreamBeginCapture(stream_of(c), cudaStreamCaptureModeRelaxed), "begin capture");
+}
+
+static kiln_status be_capture_end(void *ctx, void **graph, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    *graph = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(stream_of(c), &g);
+    if (e != cudaSuccess || !g) {
+        (void)cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "CUDA graph capture failed: %s (a node synchronized or "
+                            "copied to the host while recording)", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_err(err, e, "graph instantiate");
+    }
+    *graph = x;
+    return KILN_OK;
+}
+
+static kiln_status be_graph_launch(void *ctx, void *graph, kiln_error *err) {
+    cuda_ctx *c = ctx;
+    return cuda_err(err, cudaGraphLaunch((cudaGraphExec_t)graph, stream_of(c)), "graph launch");
+}
+
+static void be_graph_destroy(void *ctx, void *graph) {
+    cuda_ctx *c = ctx;
+    if (!graph) return;
+    cudaStreamSynchronize(stream_of(c));
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 /* ---- lifecycle ---- */
@@ -323,6 +383,10 @@ static const rt_backend cuda_backend_table = {
     .foreach_op = be_foreach_op,
     .location = RT_MEM_CUDA,
     .input_on_host = be_input_on_host,
+    .capture_begin = be_capture_begin,
+    .capture_end = be_capture_end,
+    .graph_launch = be_graph_launch,
+    .graph_destroy = be_graph_destroy,
 };
 
 const rt_backend *rt_backend_cuda(void) { return &cuda_backend_table; }

@@ -51,7 +51,9 @@ static int64_t attr_at(const ir_attr *a, int32_t i, int64_t dflt) { return a && 
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     const ir_node *n = call->node;
     const rt_tensor *x = &call->inputs[0]->t, *w = &call->inputs[1]->t;
-    const rt_tensor *bias = call->n_in > 2 && call->inputs[2] ? &call->inputs[2]->t : NULL;
+    const ir_attr *ra = ir_node_attr(n, "kiln_residual");
+    bool res_at_2 = ra && ra->type == IR_ATTR_INT && ra->i == 2; /* no bias: the residual took slot 2 */
+    const rt_tensor *bias = call->n_in > 2 && call->inputs[2] && !res_at_2 ? &call->inputs[2]->t : NULL;
     bool one_d = x->rank == 3;
     if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank)
         return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions on the GPU");
@@ -73,6 +75,11 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, x->rank, odims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
+    /* a fused residual Add (ResNet's skip connection): y starts as the residual and the
+     * convolution accumulates into it (cuDNN's z input / beta = 1), before bias and act */
+    int32_t ri;
+    const rt_tensor *res = cuda_fused_input(call, "kiln_residual", y->count, &ri, &st);
+    if (st != KILN_OK) return st;
 
     int act = -1;
     float fa = 0, fb = 0;
@@ -138,15 +145,20 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         p->fused_ok = true;
         p->valid = true;
     }
-    float one = 1.f, zero = 0.f;
+    /* after the algorithm search, which writes y */
+    if (res && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
+                                                     (cudaStream_t)c->stream), "residual copy")) != KILN_OK)
+        return st;
+    float one = 1.f, zero = 0.f, beta = res ? 1.f : 0.f;
     if (bias && act == CU_RELU && p->fused_ok) {
         s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace,
-                                                  p->ws, &zero, p->yd, y->data, p->bd, bias->data, p->ad, p->yd,
+                                                  p->ws, &beta, p->yd, y->data, p->bd, bias->data, p->ad, p->yd,
                                                   y->data);
         if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
         p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
     }
-    s = cudnnConvolutionForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace, p->ws, &zero,
+    (void)zero;
+    s = cudnnConvolutionForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace, p->ws, &beta,
                                 p->yd, y->data);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "convolution");
     if (bias || act >= 0)

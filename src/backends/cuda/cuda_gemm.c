@@ -199,8 +199,24 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     bool relu;
     float fa = 0, fb = 0;
     int act = fused_act(call->node, &relu, &fa, &fb);
-    key.epi = relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
-    st = lt_gemm(c, call, &key, a->data, b->data, y->data, NULL, 1.f, 0.f);
+    /* Adds fused by the graph passes: a bias [N] into the BIAS epilogue, a residual of the
+     * output's shape as C (Y starts as the residual, beta = 1): act(AB + bias + residual) */
+    int32_t bi, ri;
+    const rt_tensor *bias = cuda_fused_input(call, "kiln_bias", (uint64_t)N, &bi, &st);
+    if (st != KILN_OK) return st;
+    const rt_tensor *res = cuda_fused_input(call, "kiln_residual", y->count, &ri, &st);
+    if (st != KILN_OK) return st;
+    float beta = 0.f;
+    if (res) {
+        st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
+                                             (cudaStream_t)c->stream), "residual copy");
+        if (st != KILN_OK) return st;
+        beta = 1.f;
+        key.has_c = 1;
+    }
+    key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    st = lt_gemm(c, call, &key, a->data, b->data, y->data, bias ? bias->data : NULL, 1.f, beta);
     if (st == KILN_OK && act >= 0 && !relu)
         st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");

@@ -69,6 +69,13 @@ kiln_status cuda_node_fail(rt_node_call *call, kiln_status st, const char *fmt, 
 /* Host-side scalar/vector reads of host inputs (shape-like arguments). */
 bool cuda_host_i64s(const rt_value *v, int64_t *out, int32_t max, int32_t *n);
 
+/* Input of a fused Add marked by the graph passes (build/passes/fuse_residual.c): the
+ * int attribute `attr` ("kiln_bias", "kiln_residual") names the input index. NULL with
+ * *st == KILN_OK when the node has no such mark; an error (naming the node) when the
+ * input is missing, not a float32 device tensor or not `count` elements. */
+const rt_tensor *cuda_fused_input(rt_node_call *call, const char *attr, uint64_t count, int32_t *index,
+                                  kiln_status *st);
+
 /* ---- run functions ---- */
 kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_binary(cuda_ctx *c, rt_node_call *call);
