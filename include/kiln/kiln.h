@@ -59,6 +59,10 @@ typedef struct kiln_model_options {
     /* Structural validation after import: duplicate producers, missing producers,
      * cycles, version ranges (default 1). Unsorted graphs are always sorted. */
     int validate;
+    /* Expand calls of model-local functions into their bodies before validation, so
+     * checking, building and running see plain nodes (default 1). kiln inspect turns it
+     * off to show the model as written. */
+    int inline_functions;
 } kiln_model_options;
 
 /* The defaults above. */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "api/model_internal.h"
+#include "ir/inline.h"
 #include "ir/validate.h"
 #include "onnx/onnx_load.h"
 
@@ -9,10 +10,17 @@ kiln_model_options kiln_model_options_default(void) {
     kiln_model_options o;
     o.check_external_data = 1;
     o.validate = 1;
+    o.inline_functions = 1;
     return o;
 }
 
 static kiln_status finish_load(kiln_model *m, kiln_status st, const kiln_model_options *opts) {
+    if (st == KILN_OK && opts->inline_functions) {
+        st = ir_inline_functions(m->ir, NULL, &m->error);
+        /* also a diagnostic, so kiln check lists it with everything else it finds */
+        if (st != KILN_OK)
+            diag_add(&m->diags, DIAG_ERROR, "function-inline", NULL, NULL, "%s", kiln_err_msg(&m->error));
+    }
     if (st == KILN_OK && opts->validate) st = ir_validate(m->ir, &m->diags, &m->error);
     return st;
 }

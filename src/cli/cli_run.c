@@ -83,20 +83,25 @@ static void prof_cb(const rt_node_profile *p, void *user) {
 int cli_run(int argc, char **argv) {
     const char *path = NULL, *shapes = NULL;
     int iters = 10, warm = 2, threads = 0;
-    bool profile = false;
+    bool profile = false, no_tf32 = false, fp16 = false;
+    const char *backend = "cpu";
     int64_t int_max = 100;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: kiln run MODEL.onnx [--inputs-random] [--iterations N] [--warmUp N] [--threads N]\n"
-                   "                [--shapes name:1x3x224x224,...] [--profile] [--int-max N]\n");
+                   "                [--shapes name:1x3x224x224,...] [--profile] [--int-max N]\n"
+                   "                [--backend cpu|cuda] [--noTF32] [--fp16]\n");
             return CLI_EXIT_OK;
         } else if (!strcmp(a, "--inputs-random")) {
         } else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--iterations") && has) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmUp") && has) warm = atoi(argv[++i]);
         else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--backend") && has) backend = argv[++i];
+        else if (!strcmp(a, "--noTF32")) no_tf32 = true;
+        else if (!strcmp(a, "--fp16")) fp16 = true;
         else if (!strcmp(a, "--shapes") && has) shapes = argv[++i];
         else if (!strcmp(a, "--int-max") && has) int_max = strtoll(argv[++i], NULL, 10);
         else if (a[0] == '-') return cli_usage_error("run", "unknown option '%s' (see kiln run --help)", a);
@@ -116,6 +121,9 @@ int cli_run(int argc, char **argv) {
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
     so.profile = profile;
+    so.backend = backend;
+    so.no_tf32 = no_tf32;
+    so.fp16 = fp16;
     so.run_passes = true;
     rt_session *s = NULL;
     kiln_error e = {0};
@@ -195,7 +203,8 @@ int cli_run(int argc, char **argv) {
     double sum = 0;
     for (int i = 0; i < iters; i++) sum += times[i];
     qsort(times, (size_t)iters, sizeof *times, cmp_double);
-    printf("%s: %d iterations, %d warm-up, threads %d\n", path, iters, warm, threads);
+    printf("%s: %d iterations, %d warm-up, threads %d, backend %s%s\n", path, iters, warm, threads, backend,
+           strcmp(backend, "cuda") ? "" : no_tf32 ? " (FP32)" : " (TF32)");
     printf("latency: median = %.3f ms, mean = %.3f ms, p90 = %.3f ms, min = %.3f ms\n", times[iters / 2],
            sum / iters, times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1], times[0]);
     if (profile) {

@@ -949,6 +949,7 @@ int inspect_onnx(const inspect_opts *o) {
     kiln_model_options opts = kiln_model_options_default();
     opts.check_external_data = 0;
     opts.validate = 0;
+    opts.inline_functions = 0; /* show function calls as the model has them */
     kiln_model *km = NULL;
     kiln_status st = kiln_model_load_file(o->path, &opts, &km);
     ir_model *m = kiln_model_ir(km);

@@ -27,6 +27,10 @@
 typedef struct rt_backend_options {
     int threads; /* CPU: worker threads incl. the caller (0 = every online CPU) */
     int device;  /* device backends: which device */
+    /* Device backends (appended; zero = defaults): */
+    bool fp16;                /* run GEMMs/convolutions in FP16 where the backend can */
+    bool no_tf32;             /* FP32 GEMMs/convolutions without TF32 tensor cores */
+    uint64_t workspace_bytes; /* scratch limit for tactics (0 = the backend's default) */
 } rt_backend_options;
 
 /* Runs one subgraph (If/Loop/Scan body) in the scope of the node being run, so the body
@@ -93,11 +97,25 @@ typedef struct rt_backend {
     /* Calls fn for every (domain, op_type) the backend has a kernel for, for "supported
      * ops" listings in error messages. */
     void (*foreach_op)(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
+
+    /* Optional (may be NULL): for an op the backend deliberately has no kernel for, a short
+     * reason ("random output can't match the reference"), else NULL. Shown next to the
+     * op in "unsupported op" reports. */
+    const char *(*unsupported_reason)(const char *domain, const char *op_type);
+
+    /* ---- appended for device backends (NULL/0 on the CPU backend) ---- */
+    /* Where tensors this backend produces and consumes live (RT_MEM_HOST, RT_MEM_CUDA). */
+    uint8_t location;
+    /* Whether the backend reads input `index` of the node on the host (shape-like
+     * arguments: Reshape's shape, Slice's starts...). NULL: every input in `location`. */
+    bool (*input_on_host)(void *ctx, const ir_node *node, int32_t index);
 } rt_backend;
 
 /* The CPU backend (src/backends/cpu/cpu_backend.c). */
 const rt_backend *rt_backend_cpu(void);
-/* A backend by name ("cpu"); NULL when kiln was built without it. */
+/* The CUDA backend (src/backends/cuda/cuda_backend.c); NULL when kiln was built without CUDA. */
+const rt_backend *rt_backend_cuda(void);
+/* A backend by name ("cpu", "cuda"); NULL when kiln was built without it. */
 const rt_backend *rt_backend_find(const char *name);
 
 #endif

@@ -30,6 +30,8 @@ typedef struct rt_graph_plan {
     bool *is_outer;          /* resolved by name in enclosing frames */
     bool *is_input;
     uint64_t *calls, *time_ns;
+    uint8_t *on_fb;          /* per node: runs on the fallback (host) backend */
+    rt_value *dconsts;       /* per value id: device copies of consts device nodes read */
 } rt_graph_plan;
 
 struct rt_executor {
@@ -42,6 +44,11 @@ struct rt_executor {
     uint64_t live_bytes, peak_bytes;
     uint64_t *main_sizes;
     int depth;
+    const rt_backend *fb; /* host fallback backend when be is a device backend */
+    void *fbctx;
+    bool device;          /* be keeps tensors in device memory */
+    char *fallback_report;
+    int32_t n_fallback;
 };
 
 typedef struct rt_frame {
@@ -50,6 +57,7 @@ typedef struct rt_frame {
     struct rt_frame *parent;
     rt_value *vals;
     const rt_value **ref;
+    rt_value *xvals; /* device executors: each value's copy in the other memory (host <-> device) */
 } rt_frame;
 
 uint64_t rt_value_bytes(const rt_value *v) {
@@ -271,8 +279,47 @@ typedef struct missing_op {
     int count;
 } missing_op;
 
+static kiln_status note_op(missing_op **list, int *n, const ir_node *node, kiln_error *err) {
+    int j = 0;
+    for (; j < *n; j++)
+        if (!strcmp((*list)[j].op_type, node->op_type) && !strcmp((*list)[j].domain, node->domain)) break;
+    if (j == *n) {
+        missing_op *nm = realloc(*list, (size_t)(*n + 1) * sizeof *nm);
+        if (!nm) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        *list = nm;
+        nm[j].domain = node->domain;
+        nm[j].op_type = node->op_type;
+        nm[j].first_node = node->name;
+        nm[j].count = 0;
+        (*n)++;
+    }
+    (*list)[j].count++;
+    return KILN_OK;
+}
+
+static kiln_status dev_tensor_from_host(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err);
+
+/* Device executors: gives every const input of a device node its device copy once, at
+ * creation, so runs never upload weights. */
+static kiln_status upload_consts(rt_executor *ex, rt_graph_plan *p, kiln_error *err) {
+    const ir_graph *g = p->g;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (p->on_fb[i]) continue;
+        const ir_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t id = n->inputs[k];
+            if (id < 0 || !p->is_const[id] || p->dconsts[id].kind != IR_TYPE_UNKNOWN) continue;
+            if (ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)) continue;
+            if (p->consts[id].kind != IR_TYPE_TENSOR || p->consts[id].t.dtype == KILN_DTYPE_STRING) continue;
+            kiln_status st = dev_tensor_from_host(ex, &p->consts[id].t, rt_value_as_tensor(&p->dconsts[id]), err);
+            if (st != KILN_OK) return st;
+        }
+    }
+    return KILN_OK;
+}
+
 static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **missing, int *n_missing,
-                              kiln_error *err) {
+                              missing_op **fallen, int *n_fallen, kiln_error *err) {
     const ir_graph *g = p->g;
     size_t nn = (size_t)g->n_nodes + 1, nv = (size_t)g->n_values + 1;
     p->kernels = calloc(nn, sizeof *p->kernels);
@@ -284,6 +331,9 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
     p->is_const = calloc(nv, sizeof *p->is_const);
     p->is_outer = calloc(nv, sizeof *p->is_outer);
     p->is_input = calloc(nv, sizeof *p->is_input);
+    p->on_fb = calloc(nn, sizeof *p->on_fb);
+    p->dconsts = calloc(nv, sizeof *p->dconsts);
+    if (!p->on_fb || !p->dconsts) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory preparing graph '%s'", g->name);
     if (!p->kernels || !p->state || !p->state_free || !p->calls || !p->time_ns || !p->consts || !p->is_const ||
         !p->is_outer || !p->is_input)
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory preparing graph '%s'", g->name);
@@ -308,31 +358,37 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         kiln_error e = {0};
-        kiln_status ps = ex->be->prepare_node(ex->bctx, ex->model, n, &p->kernels[i], &e);
-        if (ps == KILN_ERR_UNSUPPORTED) {
-            int j = 0;
-            for (; j < *n_missing; j++)
-                if (!strcmp((*missing)[j].op_type, n->op_type) && !strcmp((*missing)[j].domain, n->domain)) break;
-            if (j == *n_missing) {
-                missing_op *nm = realloc(*missing, (size_t)(*n_missing + 1) * sizeof *nm);
-                if (!nm) {
-                    kiln_err_clear(&e);
-                    return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
-                }
-                *missing = nm;
-                nm[j].domain = n->domain;
-                nm[j].op_type = n->op_type;
-                nm[j].first_node = n->name;
-                nm[j].count = 0;
-                (*n_missing)++;
-            }
-            (*missing)[j].count++;
+        /* Device executors: a node the device backend does not support, and every node of
+         * a subgraph (If/Loop/Scan bodies are driven by host kernels), runs on the host
+         * fallback backend. */
+        bool use_fb = ex->device && ex->fb &&
+                      (g->parent || !ex->be->supports(ex->bctx, ex->model, n, KILN_DTYPE_UNDEFINED));
+        const rt_backend *nb = use_fb ? ex->fb : ex->be;
+        void *nctx = use_fb ? ex->fbctx : ex->bctx;
+        kiln_status ps = nb->prepare_node(nctx, ex->model, n, &p->kernels[i], &e);
+        if (ps == KILN_ERR_UNSUPPORTED && ex->device && ex->fb) {
+            /* the other backend may still run it: the device backend's supports() can
+             * prefer the host for a node it is able to run (shape arithmetic) */
             kiln_err_clear(&e);
+            use_fb = !use_fb;
+            nb = use_fb ? ex->fb : ex->be;
+            nctx = use_fb ? ex->fbctx : ex->bctx;
+            ps = nb->prepare_node(nctx, ex->model, n, &p->kernels[i], &e);
+        }
+        if (ps == KILN_OK && use_fb) {
+            p->on_fb[i] = 1;
+            ex->n_fallback++;
+            if (!g->parent && note_op(fallen, n_fallen, n, err) != KILN_OK) return KILN_ERR_NOMEM;
+        }
+        if (ps == KILN_ERR_UNSUPPORTED) {
+            kiln_err_clear(&e);
+            if (note_op(missing, n_missing, n, err) != KILN_OK) return KILN_ERR_NOMEM;
         } else if (ps != KILN_OK) {
             kiln_err_move(err, &e);
             return ps;
         }
     }
+    if (ex->device) return upload_consts(ex, p, err);
     return KILN_OK;
 }
 
@@ -349,10 +405,12 @@ static void list_op(const char *domain, const char *op_type, void *user) {
 static kiln_status report_missing(const rt_executor *ex, const missing_op *m, int n, kiln_error *err) {
     strbuf sb;
     sb_init(&sb);
-    if (n == 1) sb_printf(&sb, "unsupported op: %s", m[0].op_type);
-    else {
-        sb_printf(&sb, "unsupported ops:");
-        for (int i = 0; i < n; i++) sb_printf(&sb, "%s %s", i ? "," : "", m[i].op_type);
+    /* "unsupported op: A (why)" when the backend says why it has no kernel on purpose */
+    sb_printf(&sb, n == 1 ? "unsupported op:" : "unsupported ops:");
+    for (int i = 0; i < n; i++) {
+        const char *why = ex->be->unsupported_reason ? ex->be->unsupported_reason(m[i].domain, m[i].op_type) : NULL;
+        sb_printf(&sb, "%s %s", i ? "," : "", m[i].op_type);
+        if (why) sb_printf(&sb, " (%s)", why);
     }
     sb_printf(&sb, "\n");
     for (int i = 0; i < n; i++)
@@ -382,14 +440,20 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     ex->be = be;
     ex->bctx = bctx;
     if (opts) ex->opts = *opts;
+    ex->device = be->location != RT_MEM_HOST;
+    if (ex->device && ex->opts.fallback && ex->opts.fallback->api_version == RT_BACKEND_API_VERSION &&
+        ex->opts.fallback->location == RT_MEM_HOST) {
+        ex->fb = ex->opts.fallback;
+        ex->fbctx = ex->opts.fallback_ctx;
+    }
     ex->n_plans = model->n_graphs;
     ex->plans = calloc((size_t)model->n_graphs + 1, sizeof *ex->plans);
     if (!ex->plans) {
         free(ex);
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory creating an executor");
     }
-    missing_op *missing = NULL;
-    int n_missing = 0;
+    missing_op *missing = NULL, *fallen = NULL;
+    int n_missing = 0, n_fallen = 0;
     kiln_status st = KILN_OK;
     for (int32_t i = 0; i < model->n_graphs && st == KILN_OK; i++) {
         ex->plans[i].g = model->graphs[i];
@@ -398,10 +462,24 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
         const ir_graph *root = model->graphs[i];
         while (root->parent) root = root->parent;
         if (root != model->graph) continue;
-        st = plan_graph(ex, &ex->plans[i], &missing, &n_missing, err);
+        st = plan_graph(ex, &ex->plans[i], &missing, &n_missing, &fallen, &n_fallen, err);
     }
     if (st == KILN_OK && n_missing) st = report_missing(ex, missing, n_missing, err);
+    if (st == KILN_OK && n_fallen) {
+        strbuf sb;
+        sb_init(&sb);
+        int total = 0;
+        for (int i = 0; i < n_fallen; i++) total += fallen[i].count;
+        sb_printf(&sb, "%d node%s of the main graph run on the %s backend (no %s kernel, or host-side shape "
+                  "arithmetic):", total, total == 1 ? "" : "s", ex->fb->name, be->name);
+        for (int i = 0; i < n_fallen; i++)
+            sb_printf(&sb, "%s %s%s%s x%d (first '%s')", i ? "," : "", fallen[i].domain[0] ? fallen[i].domain : "",
+                      fallen[i].domain[0] ? ":" : "", fallen[i].op_type, fallen[i].count, fallen[i].first_node);
+        ex->fallback_report = strdup(sb_cstr(&sb));
+        sb_free(&sb);
+    }
     free(missing);
+    free(fallen);
     if (st == KILN_OK && ex->opts.record_sizes) {
         ex->main_sizes = calloc((size_t)model->graph->n_values + 1, sizeof *ex->main_sizes);
         if (!ex->main_sizes) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
@@ -421,15 +499,77 @@ void rt_executor_free(rt_executor *ex) {
         if (!p->prepared) continue;
         for (int32_t n = 0; n < p->g->n_nodes; n++) {
             if (p->state[n] && p->state_free[n]) p->state_free[n](p->state[n]);
-            if (p->kernels[n] && ex->be->release_node) ex->be->release_node(ex->bctx, p->kernels[n]);
+            const rt_backend *nb = p->on_fb && p->on_fb[n] ? ex->fb : ex->be;
+            if (p->kernels[n] && nb->release_node) nb->release_node(p->on_fb && p->on_fb[n] ? ex->fbctx : ex->bctx,
+                                                                    p->kernels[n]);
         }
-        for (int32_t v = 0; v < p->g->n_values; v++) rt_value_release(&p->consts[v]);
+        for (int32_t v = 0; v < p->g->n_values; v++) {
+            rt_value_release(&p->consts[v]);
+            if (p->dconsts) rt_value_release(&p->dconsts[v]);
+        }
+        free(p->on_fb), free(p->dconsts);
         free(p->kernels), free(p->state), free(p->state_free), free(p->free_start), free(p->free_ids);
         free(p->consts), free(p->is_const), free(p->is_outer), free(p->is_input), free(p->calls), free(p->time_ns);
     }
     free(ex->plans);
     free(ex->main_sizes);
+    free(ex->fallback_report);
     free(ex);
+}
+
+const char *rt_executor_fallback_report(const rt_executor *ex) { return ex->fallback_report; }
+int32_t rt_executor_n_fallback(const rt_executor *ex) { return ex->n_fallback; }
+bool rt_executor_node_on_fallback(const rt_executor *ex, const ir_graph *g, int32_t i) {
+    for (int32_t k = 0; k < ex->n_plans; k++)
+        if (ex->plans[k].g == g && ex->plans[k].prepared) return i >= 0 && i < g->n_nodes && ex->plans[k].on_fb[i];
+    return false;
+}
+
+/* ---- host <-> device copies (device executors) --------------------------------------- */
+
+static void exec_dev_free(void *ctx, void *data) {
+    rt_executor *ex = ctx;
+    ex->be->free(ex->bctx, data);
+}
+
+static kiln_status dev_tensor_from_host(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err) {
+    if (src->dtype == KILN_DTYPE_STRING)
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "string tensors cannot be copied to the %s device",
+                            ex->be->name);
+    rt_tensor_release(dst);
+    void *p = NULL;
+    if (src->nbytes) {
+        kiln_status st = ex->be->alloc(ex->bctx, src->nbytes, &p, err);
+        if (st != KILN_OK) return st;
+        st = ex->be->copy(ex->bctx, p, src->data, src->nbytes, RT_COPY_HOST_TO_DEVICE, NULL, err);
+        if (st != KILN_OK) {
+            ex->be->free(ex->bctx, p);
+            return st;
+        }
+    }
+    dst->dtype = src->dtype;
+    dst->rank = src->rank;
+    memcpy(dst->dims, src->dims, sizeof dst->dims);
+    dst->count = src->count;
+    dst->nbytes = src->nbytes;
+    dst->data = p;
+    dst->flags = 0;
+    dst->device = ex->be->location;
+    dst->free_fn = p ? exec_dev_free : NULL;
+    dst->free_ctx = ex;
+    return KILN_OK;
+}
+
+static kiln_status host_tensor_from_dev(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err) {
+    kiln_status st = rt_tensor_alloc(dst, src->dtype, src->rank, src->dims, err);
+    if (st == KILN_OK && src->nbytes)
+        st = ex->be->copy(ex->bctx, dst->data, src->data, src->nbytes, RT_COPY_DEVICE_TO_HOST, NULL, err);
+    return st;
+}
+
+static bool value_on_device(const rt_value *v) {
+    return (v->kind == IR_TYPE_TENSOR || (v->kind == IR_TYPE_OPTIONAL && v->has_value)) &&
+           v->t.device != RT_MEM_HOST;
 }
 
 /* ---- running ------------------------------------------------------------------------- */
@@ -511,7 +651,8 @@ static kiln_status frame_bind(rt_frame *f, const rt_value *const *inputs, int32_
     size_t nv = (size_t)g->n_values + 1;
     f->vals = calloc(nv, sizeof *f->vals);
     f->ref = calloc(nv, sizeof *f->ref);
-    if (!f->vals || !f->ref) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory running graph '%s'", g->name);
+    if (f->ex->device) f->xvals = calloc(nv, sizeof *f->xvals);
+    if (!f->vals || !f->ref || (f->ex->device && !f->xvals)) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory running graph '%s'", g->name);
     for (int32_t v = 0; v < g->n_values; v++) {
         if (f->plan->is_const[v]) f->ref[v] = &f->plan->consts[v];
         else if (f->plan->is_outer[v]) f->ref[v] = resolve_outer(f->parent, g->values[v].name);
@@ -524,6 +665,9 @@ static kiln_status frame_bind(rt_frame *f, const rt_value *const *inputs, int32_
 static void frame_release(rt_frame *f) {
     if (f->vals)
         for (int32_t v = 0; v < f->plan->g->n_values; v++) rt_value_release(&f->vals[v]);
+    if (f->xvals)
+        for (int32_t v = 0; v < f->plan->g->n_values; v++) rt_value_release(&f->xvals[v]);
+    free(f->xvals);
     free(f->vals);
     free(f->ref);
 }
@@ -537,7 +681,16 @@ static kiln_status frame_outputs(rt_frame *f, rt_value *outputs, int32_t n_out, 
         if (id < 0 || !f->ref[id])
             return kiln_err_set(err, KILN_ERR_RUNTIME, "%s output %d '%s' was not computed by any node",
                                 g->parent ? "subgraph" : "graph", (int)i, id >= 0 ? g->values[id].name : "");
-        if (f->ref[id] == &f->vals[id]) {
+        if (value_on_device(f->ref[id])) {
+            /* results go back to the caller in host memory */
+            rt_value *o = &outputs[i];
+            o->kind = f->ref[id]->kind;
+            o->has_value = f->ref[id]->has_value;
+            o->elem_kind = f->ref[id]->elem_kind;
+            o->elem_dtype = f->ref[id]->elem_dtype;
+            kiln_status st = host_tensor_from_dev(f->ex, &f->ref[id]->t, &o->t, err);
+            if (st != KILN_OK) return st;
+        } else if (f->ref[id] == &f->vals[id]) {
             outputs[i] = f->vals[id];
             rt_value_init(&f->vals[id]);
             f->ref[id] = &outputs[i]; /* a second use of the same value copies from here */
@@ -577,6 +730,42 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
             goto done;
         }
     }
+    bool fb = p->on_fb[i];
+    if (ex->device) {
+        /* put every input where the node's backend reads it; copies are kept per frame
+         * (xvals) so a value crossing to the other memory crosses once */
+        for (int32_t k = 0; k < n->n_inputs && st == KILN_OK; k++) {
+            int32_t id = n->inputs[k];
+            if (id < 0 || !ins[k]) continue;
+            const rt_value *v = ins[k];
+            bool want_dev = !fb && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k));
+            if (want_dev == value_on_device(v)) continue;
+            if (v->kind != IR_TYPE_TENSOR) {
+                if (want_dev)
+                    st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' (%s): input %d is not a tensor; the %s "
+                                      "backend runs tensors only", n->name, n->op_type, (int)k, ex->be->name);
+                continue;
+            }
+            if (want_dev && p->is_const[id] && p->dconsts[id].kind == IR_TYPE_TENSOR && ins[k] == &p->consts[id]) {
+                ins[k] = &p->dconsts[id];
+                continue;
+            }
+            rt_value *x = &f->xvals[id];
+            if (x->kind == IR_TYPE_UNKNOWN) {
+                rt_tensor *xt = rt_value_as_tensor(x);
+                st = want_dev ? dev_tensor_from_host(ex, &v->t, xt, err) : host_tensor_from_dev(ex, &v->t, xt, err);
+                if (st != KILN_OK) {
+                    rt_value_release(x);
+                    kiln_err_prefix(err, "node '%s' (%s): copying input %d: ", n->name, n->op_type, (int)k);
+                    goto done;
+                }
+            }
+            ins[k] = x;
+        }
+        if (st != KILN_OK) goto done;
+    }
+    const rt_backend *nb = fb ? ex->fb : ex->be;
+    void *nctx = fb ? ex->fbctx : ex->bctx;
     rt_node_call call;
     memset(&call, 0, sizeof call);
     call.model = ex->model;
@@ -593,12 +782,12 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     call.scope = f;
     call.err = err;
     uint64_t t0 = 0, t1 = 0;
-    if (ex->opts.profile) ex->be->timer_mark(ex->bctx, NULL, &t0, NULL);
-    st = ex->be->run_node(ex->bctx, &call);
+    if (ex->opts.profile) nb->timer_mark(nctx, NULL, &t0, NULL);
+    st = nb->run_node(nctx, &call);
     if (ex->opts.profile) {
-        ex->be->timer_mark(ex->bctx, NULL, &t1, NULL);
+        nb->timer_mark(nctx, NULL, &t1, NULL);
         p->calls[i]++;
-        p->time_ns[i] += ex->be->timer_elapsed_ns(ex->bctx, t0, t1);
+        p->time_ns[i] += nb->timer_elapsed_ns(nctx, t0, t1);
     }
     if (st != KILN_OK) {
         if (err && !err->msg)
@@ -609,7 +798,22 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         goto done;
     }
     if (ex->opts.check_nan) {
-        st = check_nan(g, n, outs, n->n_outputs, err);
+        if (ex->device) {
+            /* look at device outputs through host copies */
+            for (int32_t k = 0; k < n->n_outputs && st == KILN_OK; k++) {
+                if (!value_on_device(&outs[k])) {
+                    st = check_nan(g, n, &outs[k], 1, err);
+                    continue;
+                }
+                rt_value h;
+                rt_value_init(&h);
+                st = host_tensor_from_dev(ex, &outs[k].t, rt_value_as_tensor(&h), err);
+                if (st == KILN_OK) st = check_nan(g, n, &h, 1, err);
+                rt_value_release(&h);
+            }
+        } else {
+            st = check_nan(g, n, outs, n->n_outputs, err);
+        }
         if (st != KILN_OK) goto done;
     }
     for (int32_t k = 0; k < n->n_outputs; k++) {
@@ -633,6 +837,7 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     }
     for (int32_t j = p->free_start[i]; j < p->free_start[i + 1]; j++) {
         int32_t v = p->free_ids[j];
+        if (f->xvals) rt_value_release(&f->xvals[v]);
         if (f->ref[v] == &f->vals[v]) {
             uint64_t b = rt_value_bytes(&f->vals[v]);
             ex->live_bytes = ex->live_bytes >= b ? ex->live_bytes - b : 0;

@@ -28,6 +28,11 @@ typedef struct rt_exec_options {
     bool profile;             /* time every node */
     uint64_t max_live_bytes;  /* cap on intermediate tensor bytes alive at once (0 = none) */
     bool record_sizes;        /* keep each main-graph value's byte size from the last run (memory plan) */
+    /* Device backends (appended): nodes the main backend does not support run on this
+     * host backend instead (per node), with copies between host and device memory at
+     * the boundaries. NULL: every node must run on the main backend. */
+    const rt_backend *fallback;
+    void *fallback_ctx;
 } rt_exec_options;
 
 /* Prepares every node. Fails with KILN_ERR_UNSUPPORTED when some node has no kernel:
@@ -58,6 +63,15 @@ const uint64_t *rt_executor_value_sizes(const rt_executor *ex);
 /* Peak bytes of intermediates alive at once during the last run (main graph and
  * subgraphs together). */
 uint64_t rt_executor_peak_bytes(const rt_executor *ex);
+
+/* When a device backend runs the graph: NULL if every node runs on it, else a message
+ * naming the nodes that run on the fallback backend ("3 nodes run on the cpu backend
+ * ...: Shape x2 (first 'n1'), ..."). Owned by the executor. */
+const char *rt_executor_fallback_report(const rt_executor *ex);
+/* Number of main-graph and subgraph nodes assigned to the fallback backend. */
+int32_t rt_executor_n_fallback(const rt_executor *ex);
+/* Whether node i of graph g runs on the fallback backend (false for unknown graphs). */
+bool rt_executor_node_on_fallback(const rt_executor *ex, const ir_graph *g, int32_t i);
 
 /* Bytes held by a value's tensors (sequences summed). */
 uint64_t rt_value_bytes(const rt_value *v);

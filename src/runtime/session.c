@@ -9,12 +9,15 @@
 
 #include "build/passes/passes.h"
 #include "core/strbuf.h"
+#include "diag/diag.h"
+#include "ir/infer.h"
 #include "runtime/backend.h"
 
 struct rt_session {
     ir_model *model;
     const rt_backend *be;
     void *bctx;
+    void *fbctx; /* CPU backend for nodes a device backend does not run */
     rt_executor *ex;
     rt_session_options opts;
 };
@@ -36,8 +39,10 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
     if (!be) {
         if (!strcmp(bname, "cuda"))
             return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
-                                "backend 'cuda' is not available for running models yet; use --backend cpu");
-        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "unknown backend '%s'; available: cpu", bname);
+                                "backend 'cuda' is not in this build of kiln (CMake found no CUDA compiler); "
+                                "rebuild on a machine with nvcc, or use --backend cpu");
+        return kiln_err_set(err, KILN_ERR_INVALID_ARG, "unknown backend '%s'; available: cpu%s", bname,
+                            rt_backend_cuda() ? ", cuda" : "");
     }
     rt_session *s = calloc(1, sizeof *s);
     if (!s) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory creating a session");
@@ -46,12 +51,29 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
     s->opts = *opts;
     kiln_status st = KILN_OK;
     if (opts->run_passes) st = build_run_passes(model, NULL, err);
-    rt_backend_options bo = {opts->threads, 0};
+    rt_backend_options bo = {opts->threads, 0, opts->fp16, opts->no_tf32, opts->workspace_bytes};
     if (st == KILN_OK) st = be->create(&bo, &s->bctx, err);
+    const rt_backend *fb = NULL;
+    if (st == KILN_OK && be->location != RT_MEM_HOST) {
+        /* A device backend decides per node from value types (int64 shape arithmetic stays
+         * on the host), so types are inferred first; problems here are not fatal (the
+         * executor reports what it cannot run). */
+        diag_list dl;
+        diag_list_init(&dl);
+        kiln_error ie = {0};
+        (void)ir_infer(model, NULL, &dl, &ie);
+        kiln_err_clear(&ie);
+        diag_list_free(&dl);
+        fb = rt_backend_cpu();
+        rt_backend_options fo = {opts->threads, 0, false, false, 0};
+        st = fb->create(&fo, &s->fbctx, err);
+    }
     if (st == KILN_OK) {
-        rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes};
+        rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx};
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
+    if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))
+        fprintf(stderr, "warning: %s\n", rt_executor_fallback_report(s->ex));
     if (st != KILN_OK) {
         rt_session_free(s);
         return st;
@@ -64,6 +86,7 @@ void rt_session_free(rt_session *s) {
     if (!s) return;
     rt_executor_free(s->ex);
     if (s->bctx) s->be->destroy(s->bctx);
+    if (s->fbctx) rt_backend_cpu()->destroy(s->fbctx);
     free(s);
 }
 
@@ -73,6 +96,8 @@ const char *rt_session_output_name(const rt_session *s, int32_t i) {
     return (i >= 0 && i < g->n_outputs && g->outputs[i] >= 0) ? g->values[g->outputs[i]].name : "";
 }
 rt_executor *rt_session_executor(rt_session *s) { return s->ex; }
+const rt_backend *rt_session_backend(const rt_session *s) { return s->be; }
+void *rt_session_backend_ctx(const rt_session *s) { return s->bctx; }
 const ir_model *rt_session_model(const rt_session *s) { return s->model; }
 
 /* ---- input checks -------------------------------------------------------------------- */

@@ -32,6 +32,11 @@ typedef struct rt_session_options {
     bool record_sizes;        /* keep value sizes for the memory plan report */
     uint64_t max_tensor_bytes; /* cap on one tensor allocation (0 = none); enforced by rt_tensor_alloc */
     uint64_t max_live_bytes;  /* cap on intermediates alive at once (0 = none) */
+    /* Device backends (appended): */
+    bool fp16;                /* FP16 GEMMs/convolutions where the backend can */
+    bool no_tf32;             /* no TF32 tensor cores for FP32 GEMMs/convolutions */
+    uint64_t workspace_bytes; /* tactic scratch limit (0 = backend default) */
+    bool quiet_fallback;      /* do not print the per-node CPU fallback warning to stderr */
 } rt_session_options;
 
 rt_session_options rt_session_options_default(void);
@@ -50,6 +55,9 @@ kiln_status rt_session_run(rt_session *s, const char *const *names, const rt_val
                            rt_value *outputs, kiln_error *err);
 
 rt_executor *rt_session_executor(rt_session *s);
+/* The backend running the session and its context (device info, timers). */
+const rt_backend *rt_session_backend(const rt_session *s);
+void *rt_session_backend_ctx(const rt_session *s);
 const ir_model *rt_session_model(const rt_session *s);
 
 #endif

@@ -16,7 +16,9 @@ static void *aligned_alloc_bytes(uint64_t n) {
 }
 
 void rt_tensor_release(rt_tensor *t) {
-    if (!(t->flags & RT_TENSOR_BORROWED) && t->data) {
+    if (!(t->flags & RT_TENSOR_BORROWED) && t->data && t->free_fn) {
+        t->free_fn(t->free_ctx, t->data); /* device memory: its backend frees it */
+    } else if (!(t->flags & RT_TENSOR_BORROWED) && t->data) {
         if (t->dtype == KILN_DTYPE_STRING) {
             ir_bytes *s = t->data;
             for (uint64_t i = 0; i < t->count; i++) free((void *)s[i].data);
@@ -131,6 +133,8 @@ kiln_status rt_tensor_set_string(rt_tensor *t, uint64_t index, const char *s, ui
 
 kiln_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src, kiln_error *err) {
     if (dst == src) return KILN_OK;
+    if (src->device != RT_MEM_HOST)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "rt_tensor_copy of a device tensor (copy it to the host first)");
     kiln_status st = rt_tensor_alloc(dst, src->dtype, src->rank, src->dims, err);
     if (st != KILN_OK) return st;
     if (src->dtype == KILN_DTYPE_STRING) {

@@ -30,7 +30,17 @@ typedef struct rt_tensor {
     uint64_t nbytes; /* packed bytes; for STRING: count * sizeof(ir_bytes) */
     void *data;      /* elements, or ir_bytes[count] for STRING; NULL when count == 0 */
     uint32_t flags;
+    /* Where data lives: RT_MEM_HOST (kiln's heap, or borrowed host memory) or device
+     * memory owned by a backend (RT_MEM_CUDA). Kernels of a backend only ever see
+     * inputs in the locations the executor arranged for them. */
+    uint8_t device;
+    /* Frees data when it is not host memory from rt_tensor_alloc (device memory): set by
+     * the backend that allocated it, called by rt_tensor_release instead of free(). */
+    void (*free_fn)(void *free_ctx, void *data);
+    void *free_ctx;
 } rt_tensor;
+
+enum rt_mem_location { RT_MEM_HOST = 0, RT_MEM_CUDA = 1 };
 
 typedef struct rt_value {
     ir_type_kind kind;      /* IR_TYPE_TENSOR, IR_TYPE_SEQUENCE, IR_TYPE_OPTIONAL; UNKNOWN = empty */
@@ -52,9 +62,10 @@ kiln_status rt_tensor_alloc_zero(rt_tensor *t, kiln_dtype dtype, int32_t rank, c
                                  kiln_error *err);
 /* A read-only view of someone else's memory (no copy). */
 void rt_tensor_borrow(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims, const void *data);
-/* Deep copy (strings included). */
+/* Deep copy (strings included) of a host tensor; a device tensor is refused with
+ * KILN_ERR_INTERNAL (the executor copies those through their backend). */
 kiln_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src, kiln_error *err);
-/* Releases owned storage and resets to an empty tensor. */
+/* Releases owned storage (through free_fn for device memory) and resets to an empty tensor. */
 void rt_tensor_release(rt_tensor *t);
 /* Sets a string element (copies the bytes; frees any previous string). */
 kiln_status rt_tensor_set_string(rt_tensor *t, uint64_t index, const char *s, uint64_t len, kiln_error *err);

@@ -142,7 +142,8 @@ def test_inspect_engine(engine):
     j = json.loads(run("inspect", "--json", engine, check_rc=0).stdout)
     assert j["loads_here"] is True
     assert j["profiles"][0]["inputs"][0] == {"name": "x", "min": [1, 16], "opt": [4, 16], "max": [8, 16]}
-    assert [l["name"] for l in j["layers"]] == ["/fc1/MatMul", "/fc1/Add", "/act/Relu", "/fc2/MatMul"]
+    # the build's passes fold fc1's bias Add (kiln_bias) and the Relu (kiln_activation) into fc1's MatMul
+    assert [l["name"] for l in j["layers"]] == ["/fc1/MatMul", "/fc2/MatMul"]
     assert j["inputs"][0]["shape"] == ["batch", 16]
     assert j["memory"]["weights_bytes"] >= (16 * 32 + 32 * 4) * 4
 
@@ -193,7 +194,8 @@ def test_exports_and_profile(mlp, tmp_path):
     assert {"startComputeMs", "endComputeMs", "computeMs", "latencyMs", "h2dMs", "d2hMs"} <= set(times[0])
     prof = json.loads(pr.read_text())
     assert prof[0]["count"] == 3
-    assert [x["name"] for x in prof[1:]] == ["/fc1/MatMul", "/fc1/Add", "/act/Relu", "/fc2/MatMul"]
+    # bias Add and Relu run inside fc1's MatMul epilogue (fuse_residual + fuse_activation passes)
+    assert [x["name"] for x in prof[1:]] == ["/fc1/MatMul", "/fc2/MatMul"]
     assert abs(sum(x["percentage"] for x in prof[1:]) - 100) < 0.5
     assert "=== Profile (3 iterations ) ===" in p.stdout
     assert "Output Tensors:" in p.stdout and "y: (2x4)" in p.stdout

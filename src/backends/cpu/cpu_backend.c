@@ -40,6 +40,25 @@ static int64_t node_opset(const ir_model *model, const ir_node *node) {
     return model ? ir_model_opset(model, node->domain) : 0;
 }
 
+/* Ops kiln has no kernel for on purpose, and why (reported with "unsupported op"). */
+static const char *cpu_unsupported_reason(const char *domain, const char *op_type) {
+    static const struct {
+        const char *domain, *op, *why;
+    } table[] = {
+        {"", "Bernoulli", "random output can't match the reference"},
+        {"", "Multinomial", "random output can't match the reference"},
+        {"", "RandomUniform", "random output can't match the reference"},
+        {"", "RandomUniformLike", "random output can't match the reference"},
+        {"", "RandomNormal", "random output can't match the reference"},
+        {"", "RandomNormalLike", "random output can't match the reference"},
+        {"", "ImageDecoder", "needs an image codec (JPEG/PNG/WebP/...) that kiln does not link"},
+        {"ai.onnx.preview.training", "Gradient", "graph-level autodiff: a model transformation and not a kernel"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].op, op_type) && !strcmp(table[i].domain, domain)) return table[i].why;
+    return NULL;
+}
+
 static bool cpu_supports(void *ctx, const ir_model *model, const ir_node *node, kiln_dtype precision) {
     (void)ctx;
     /* Kernels run every dtype the op allows at its declared precision; reduced precision
@@ -163,6 +182,7 @@ static const rt_backend cpu_backend_table = {
     .timer_mark = cpu_timer_mark,
     .timer_elapsed_ns = cpu_timer_elapsed,
     .foreach_op = cpu_kernel_foreach,
+    .unsupported_reason = cpu_unsupported_reason,
 };
 
 const rt_backend *rt_backend_cpu(void) { return &cpu_backend_table; }

@@ -250,7 +250,6 @@ BIN_KERNEL(Add, add_tab, false)
 BIN_KERNEL(Sub, sub_tab, false)
 BIN_KERNEL(Mul, mul_tab, false)
 BIN_KERNEL(Div, div_tab, false)
-BIN_KERNEL(PRelu, prelu_tab, false)
 BIN_KERNEL(BitwiseAnd, band_tab, false)
 BIN_KERNEL(BitwiseOr, bor_tab, false)
 BIN_KERNEL(BitwiseXor, bxor_tab, false)
@@ -262,6 +261,26 @@ BIN_KERNEL(GreaterOrEqual, ge_tab, true)
 BIN_KERNEL(And, land_tab, true)
 BIN_KERNEL(Or, lor_tab, true)
 BIN_KERNEL(Xor, lxor_tab, true)
+
+/* PRelu before opset 7 had no numpy broadcasting: a 1-D slope of C entries applies per
+ * channel (axis 1), as PyTorch's nn.PReLU(num_parameters=C) exports it. View it as
+ * [C, 1, ..., 1] so the normal broadcast does the rest. */
+kiln_status cpu_PRelu(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                      int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0), *slope = cpu_in(inputs, n_in, 1);
+    if (x && slope && ctx->node->opset > 0 && ctx->node->opset < 7 && slope->rank == 1 && x->rank >= 2 &&
+        slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
+        if (n_out < 1) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "the node has no output");
+        rt_tensor view;
+        memset(&view, 0, sizeof view); /* rt_tensor_borrow releases what was there */
+        int64_t dims[RT_MAX_RANK];
+        dims[0] = slope->dims[0];
+        for (int32_t i = 1; i < x->rank - 1; i++) dims[i] = 1;
+        rt_tensor_borrow(&view, slope->dtype, x->rank - 1, dims, slope->data);
+        return bin_apply(ctx, x, &view, prelu_tab, false, rt_value_as_tensor(&outputs[0]));
+    }
+    return bin_kernel(ctx, inputs, n_in, outputs, n_out, prelu_tab, false);
+}
 
 kiln_status cpu_Mod(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                     int32_t n_out) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "core/alloc.h"
 
@@ -99,6 +100,8 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
                      int32_t n_out) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
+    if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_conv); /* float16/float64 via float32 */
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Conv supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));

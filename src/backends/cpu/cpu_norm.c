@@ -51,9 +51,7 @@ kiln_status cpu_batchnorm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
         kiln_status st = need_float(ctx, t[i], names[i]);
         if (st != KILN_OK) return st;
     }
-    if (ir_node_attr_int(ctx->node, "training_mode", 0) != 0)
-        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED,
-                               "training_mode=1 is not supported (kiln runs inference; export the model in eval mode)");
+    bool training = ir_node_attr_int(ctx->node, "training_mode", 0) != 0;
     const rt_tensor *x = t[0];
     if (x->rank < 2) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 2");
     int64_t C = x->dims[1];
@@ -68,6 +66,44 @@ kiln_status cpu_batchnorm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     for (int32_t i = 2; i < x->rank; i++) size *= x->dims[i];
     bn_job j = {x->data, t[1]->data, t[2]->data, t[3]->data, t[4]->data, y->data,
                 ir_node_attr_float(ctx->node, "epsilon", 1e-5f), C, size};
+    if (training) {
+        /* training_mode=1 (deterministic): normalise with this batch's per-channel mean
+         * and population variance; outputs 1 and 2 are the updated running statistics
+         * running = input * momentum + batch * (1 - momentum). */
+        rt_tensor *rm = NULL, *rv = NULL;
+        int64_t cd[1] = {C};
+        if (n_out > 1) st = rt_tensor_alloc(rt_value_as_tensor(&outputs[1]), KILN_DTYPE_FLOAT, 1, cd, ctx->err);
+        if (st == KILN_OK && n_out > 2) st = rt_tensor_alloc(rt_value_as_tensor(&outputs[2]), KILN_DTYPE_FLOAT, 1, cd, ctx->err);
+        float *stats = st == KILN_OK ? malloc(sizeof(float) * (size_t)(2 * C)) : NULL;
+        if (st == KILN_OK && !stats) st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory");
+        if (st != KILN_OK) return st;
+        if (n_out > 1) rm = &outputs[1].t;
+        if (n_out > 2) rv = &outputs[2].t;
+        double mom = ir_node_attr_float(ctx->node, "momentum", 0.9f);
+        const float *X = x->data, *im = t[3]->data, *iv = t[4]->data;
+        double cnt = (double)(x->dims[0] * size);
+        for (int64_t c = 0; c < C; c++) {
+            double s1 = 0, s2 = 0;
+            for (int64_t b = 0; b < x->dims[0]; b++)
+                for (int64_t i = 0; i < size; i++) s1 += X[(b * C + c) * size + i];
+            double mean = cnt > 0 ? s1 / cnt : 0;
+            for (int64_t b = 0; b < x->dims[0]; b++)
+                for (int64_t i = 0; i < size; i++) {
+                    double d = X[(b * C + c) * size + i] - mean;
+                    s2 += d * d;
+                }
+            double var = cnt > 0 ? s2 / cnt : 0;
+            stats[c] = (float)mean;
+            stats[C + c] = (float)var;
+            if (rm) ((float *)rm->data)[c] = (float)(im[c] * mom + mean * (1.0 - mom));
+            if (rv) ((float *)rv->data)[c] = (float)(iv[c] * mom + var * (1.0 - mom));
+        }
+        j.mean = stats;
+        j.var = stats + C;
+        cpu_parallel_for(ctx->pool, x->dims[0] * C, 1 + 4096 / (size + 1), bn_run, &j);
+        free(stats);
+        return KILN_OK;
+    }
     cpu_parallel_for(ctx->pool, x->dims[0] * C, 1 + 4096 / (size + 1), bn_run, &j);
     return KILN_OK;
 }

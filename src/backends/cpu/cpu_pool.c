@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_via_f32.h"
+
+static bool cpu_dtype_int_like(kiln_dtype d) { return d != KILN_DTYPE_FLOAT16 && d != KILN_DTYPE_BFLOAT16 && d != KILN_DTYPE_DOUBLE; }
 
 enum pool_kind { POOL_MAX, POOL_AVG, POOL_LP };
 
@@ -103,6 +106,10 @@ static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *input
                                int32_t n_out, int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    /* other dtypes run through float32 (exact for 8/16-bit integers) */
+    if (cpu_via_f32_ok(x->dtype) && (kind == POOL_MAX || !cpu_dtype_int_like(x->dtype)))
+        return cpu_run_via_f32(ctx, kind == POOL_MAX ? cpu_maxpool : kind == POOL_AVG ? cpu_averagepool : cpu_lppool,
+                               inputs, n_in, outputs, n_out);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -182,6 +189,10 @@ static kiln_status gpool_common(cpu_kernel_ctx *ctx, const rt_value *const *inpu
                                 rt_value *outputs, int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input X");
+    if (cpu_via_f32_ok(x->dtype) && !cpu_dtype_int_like(x->dtype))
+        return cpu_run_via_f32(ctx, kind == POOL_MAX ? cpu_global_maxpool : kind == POOL_AVG ? cpu_global_averagepool
+                                                                                            : cpu_global_lppool,
+                               inputs, n_in, outputs, 1);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "pooling supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -224,15 +235,13 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "MaxUnpool needs float32 X and int64 I of X's shape");
     if (x->rank < 3) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "X must have rank >= 3");
     int32_t nsp = x->rank - 2;
-    int64_t ydims[RT_MAX_RANK];
-    ydims[0] = x->dims[0];
-    ydims[1] = x->dims[1];
-    if (osh) {
-        if (osh->dtype != KILN_DTYPE_INT64 || osh->count != (uint64_t)x->rank)
-            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape must be int64 with %d entries", x->rank);
-        for (int32_t i = 0; i < x->rank; i++) ydims[i] = ((const int64_t *)osh->data)[i];
-    } else {
-        /* default size: the inverse of the pooling geometry */
+    /* idims: the default size, the inverse of the pooling geometry. Indices in I address
+     * that shape even when output_shape asks for a larger output (the extra rows and
+     * columns are padding at the end of each spatial axis). */
+    int64_t ydims[RT_MAX_RANK], idims[RT_MAX_RANK];
+    idims[0] = ydims[0] = x->dims[0];
+    idims[1] = ydims[1] = x->dims[1];
+    {
         int64_t k[CPU_CONV_MAX_SPATIAL], s[CPU_CONV_MAX_SPATIAL], pads[2 * CPU_CONV_MAX_SPATIAL];
         const ir_attr *ka = ir_node_attr(ctx->node, "kernel_shape"), *sa = ir_node_attr(ctx->node, "strides"),
                       *pa = ir_node_attr(ctx->node, "pads");
@@ -243,8 +252,19 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
             s[i] = sa && sa->type == IR_ATTR_INTS && sa->n == nsp ? sa->ints[i] : 1;
             pads[i] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i] : 0;
             pads[i + nsp] = pa && pa->type == IR_ATTR_INTS && pa->n == 2 * nsp ? pa->ints[i + nsp] : 0;
-            ydims[2 + i] = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nsp];
+            if (k[i] < 1 || s[i] < 1 || k[i] > (1 << 20) || s[i] > (1 << 20) || x->dims[2 + i] > ((int64_t)1 << 30))
+                return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "bad kernel_shape or strides");
+            idims[2 + i] = ydims[2 + i] = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + nsp];
             if (ydims[2 + i] < 0) return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "negative output size");
+        }
+    }
+    bool remap = false;
+    if (osh) {
+        if (osh->dtype != KILN_DTYPE_INT64 || osh->count != (uint64_t)x->rank)
+            return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "output_shape must be int64 with %d entries", x->rank);
+        for (int32_t i = 0; i < x->rank; i++) {
+            ydims[i] = ((const int64_t *)osh->data)[i];
+            if (ydims[i] != idims[i]) remap = true;
         }
     }
     rt_tensor *y = rt_value_as_tensor(&outputs[0]);
@@ -253,11 +273,27 @@ kiln_status cpu_maxunpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     const int64_t *I = ind->data;
     const float *X = x->data;
     float *Y = y->data;
+    uint64_t icount = 1;
+    for (int32_t d = 0; d < x->rank; d++) icount *= (uint64_t)idims[d];
     for (uint64_t i = 0; i < x->count; i++) {
-        if (I[i] < 0 || (uint64_t)I[i] >= y->count)
+        if (I[i] < 0 || (uint64_t)I[i] >= (remap ? icount : y->count))
             return cpu_kernel_fail(ctx, KILN_ERR_RUNTIME, "index %lld in I is outside the output (%llu elements)",
-                                   (long long)I[i], (unsigned long long)y->count);
-        Y[I[i]] = X[i];
+                                   (long long)I[i], (unsigned long long)(remap ? icount : y->count));
+        if (!remap) {
+            Y[I[i]] = X[i];
+            continue;
+        }
+        /* unravel in the default shape, ravel in output_shape (dropped when outside) */
+        int64_t rem = I[i], flat = 0, mul = 1;
+        bool inside = true;
+        for (int32_t d = x->rank - 1; d >= 0; d--) {
+            int64_t c = rem % idims[d];
+            rem /= idims[d];
+            if (c >= ydims[d]) inside = false;
+            flat += c * mul;
+            mul *= ydims[d];
+        }
+        if (inside) Y[flat] = X[i];
     }
     return KILN_OK;
 }

@@ -4,13 +4,16 @@
  *
  * The inner axis is contiguous for the common last-axis case (attention scores): each row
  * does max, exp-and-sum through the vectorised exp, then one scaling pass. Other axes are
- * handled with a strided loop.
+ * handled with a strided loop. float16/bfloat16/float64 run through float32 copies
+ * (cpu_fbuf_call_f32).
  */
 #include <math.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
+#include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_via_f32.h"
 
 enum sm_kind { SM_SOFTMAX, SM_LOG, SM_HARD };
 
@@ -89,6 +92,9 @@ static kiln_status sm_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
                              int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
     if (!x) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "missing input");
+    if (x->dtype == KILN_DTYPE_FLOAT16 || x->dtype == KILN_DTYPE_BFLOAT16 || x->dtype == KILN_DTYPE_DOUBLE)
+        return cpu_run_via_f32(ctx, kind == SM_SOFTMAX ? cpu_softmax : kind == SM_LOG ? cpu_logsoftmax : cpu_hardmax,
+                               inputs, n_in, outputs, 1);
     if (x->dtype != KILN_DTYPE_FLOAT)
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "supports float32 only (got %s)", kiln_dtype_name(x->dtype));
     bool legacy = ctx->node && ctx->node->opset > 0 && ctx->node->opset < 13;
@@ -113,13 +119,22 @@ static kiln_status sm_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
 
 kiln_status cpu_softmax(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                         int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    if (x && x->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(x->dtype))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_softmax);
     return sm_common(ctx, inputs, n_in, outputs, SM_SOFTMAX);
 }
 kiln_status cpu_logsoftmax(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                            int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    if (x && x->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(x->dtype))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_logsoftmax);
     return sm_common(ctx, inputs, n_in, outputs, SM_LOG);
 }
 kiln_status cpu_hardmax(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                         int32_t n_out) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    if (x && x->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(x->dtype))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_hardmax);
     return sm_common(ctx, inputs, n_in, outputs, SM_HARD);
 }

@@ -1,5 +1,6 @@
 /* passes.c - runs the graph passes in order (see passes.h). */
 #include "build/passes/passes.h"
+#include "onnx/onnx_load.h"
 
 #include <string.h>
 
@@ -12,12 +13,14 @@ kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options 
                                       kiln_error *err);
 kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                        kiln_error *err);
+kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                     kiln_error *err);
 
 build_pass_options build_pass_options_default(void) {
     build_pass_options o;
     memset(&o, 0, sizeof o);
     o.fold_max_bytes = 16u << 20;
-    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = true;
+    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = o.fuse_residual = true;
     return o;
 }
 
@@ -30,11 +33,21 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
     memset(stats, 0, sizeof *stats);
     if (!model || !model->graph) return KILN_OK;
     kiln_status st = KILN_OK;
+    /* Passes read weights with typed loads (BN scales, conv weights, scalars), but mapped
+     * raw_data sits at any file offset: align what is misaligned first. The session would
+     * make the same aligned copies when binding weights, so this costs nothing extra. */
+    ir_graph *g = model->graph;
+    for (int32_t i = 0; i < g->n_initializers && st == KILN_OK; i++) {
+        int32_t v = g->initializers[i];
+        if (v >= 0 && v < g->n_values && g->values[v].init) st = onnx_tensor_align(model, g->values[v].init, err);
+    }
     /* Order: folding first (Constant nodes become initializers, which the BN fold and
      * the activation fusion need), then Identity/Dropout (exposes Conv -> BN pairs). */
     if (st == KILN_OK && opts->fold) st = build_pass_fold_constants(model, opts, stats, err);
     if (st == KILN_OK && opts->remove_identity) st = build_pass_remove_identity(model, opts, stats, err);
     if (st == KILN_OK && opts->fold_batchnorm) st = build_pass_fold_batchnorm(model, opts, stats, err);
+    /* residual/bias Adds before activations: Conv -> Add -> Relu then fuses completely */
+    if (st == KILN_OK && opts->fuse_residual) st = build_pass_fuse_residual(model, opts, stats, err);
     if (st == KILN_OK && opts->fuse_activation) st = build_pass_fuse_activation(model, opts, stats, err);
     return st;
 }

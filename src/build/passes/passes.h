@@ -22,6 +22,7 @@ typedef struct build_pass_options {
     bool remove_identity;
     bool fold_batchnorm;
     bool fuse_activation;
+    bool fuse_residual; /* Conv/MatMul -> Add folded into the GEMM epilogue (fuse_residual.c) */
 } build_pass_options;
 
 typedef struct build_pass_stats {
@@ -30,6 +31,7 @@ typedef struct build_pass_stats {
     int32_t identity_removed;
     int32_t batchnorm_folded;
     int32_t activation_fused;
+    int32_t residual_fused; /* Adds folded into a producer as kiln_bias / kiln_residual */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);

@@ -1,0 +1,160 @@
+/* cuda_conv.c - Conv through cuDNN (see cuda_internal.h). Built only with cuDNN.
+ *
+ * 1-D convolutions run as 2-D ones with H = 1. On a node's first run (and when shapes
+ * change) cudnnFindConvolutionForwardAlgorithmEx times cuDNN's algorithms on the real
+ * buffers under the workspace limit and the fastest is kept in the node's state. A
+ * fused Relu with a bias goes through cudnnConvolutionBiasActivationForward (one
+ * kernel); other biases/activations run as one bias+activation kernel afterwards. FP32
+ * convolutions may use TF32 tensor cores (CUDNN_DEFAULT_MATH) unless no_tf32
+ * (CUDNN_FMA_MATH).
+ */
+#if KILN_HAVE_CUDNN
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+typedef struct conv_plan {
+    int64_t key[12];
+    bool valid, fused_ok;
+    cudnnTensorDescriptor_t xd, yd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t ws;
+} conv_plan;
+
+static void conv_clear(conv_plan *p) {
+    if (p->xd) cudnnDestroyTensorDescriptor(p->xd);
+    if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
+    if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
+    if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
+    if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
+    if (p->ad) cudnnDestroyActivationDescriptor(p->ad);
+    memset(p, 0, sizeof *p);
+}
+
+static void conv_free(void *s) {
+    conv_clear(s);
+    free(s);
+}
+
+static kiln_status dnn_fail(rt_node_call *call, cudnnStatus_t s, const char *what) {
+    return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuDNN %s failed: %s", what, cudnnGetErrorString(s));
+}
+
+static int64_t attr_at(const ir_attr *a, int32_t i, int64_t dflt) { return a && i < a->n ? a->ints[i] : dflt; }
+
+kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
+    const ir_node *n = call->node;
+    const rt_tensor *x = &call->inputs[0]->t, *w = &call->inputs[1]->t;
+    const rt_tensor *bias = call->n_in > 2 && call->inputs[2] ? &call->inputs[2]->t : NULL;
+    bool one_d = x->rank == 3;
+    if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank)
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions on the GPU");
+    const ir_attr *sa = ir_node_attr(n, "strides"), *pa = ir_node_attr(n, "pads"), *da = ir_node_attr(n, "dilations");
+    int64_t N = x->dims[0], C = x->dims[1], H = one_d ? 1 : x->dims[2], W = x->dims[x->rank - 1];
+    int64_t O = w->dims[0], CI = w->dims[1], KH = one_d ? 1 : w->dims[2], KW = w->dims[w->rank - 1];
+    int64_t group = ir_node_attr_int(n, "group", 1);
+    int64_t sh = one_d ? 1 : attr_at(sa, 0, 1), sw = attr_at(sa, one_d ? 0 : 1, 1);
+    int64_t ph = one_d ? 0 : attr_at(pa, 0, 0), pw = attr_at(pa, one_d ? 0 : 1, 0);
+    int64_t dh = one_d ? 1 : attr_at(da, 0, 1), dw = attr_at(da, one_d ? 0 : 1, 1);
+    if (group < 1 || CI * group != C || O % group != 0)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "weight channels %lld x group %lld != input channels %lld",
+                              (long long)CI, (long long)group, (long long)C);
+    if (bias && (int64_t)bias->count != O) return cuda_node_fail(call, KILN_ERR_SHAPE, "bias must have M entries");
+    int64_t OH = (H + 2 * ph - ((KH - 1) * dh + 1)) / sh + 1, OW = (W + 2 * pw - ((KW - 1) * dw + 1)) / sw + 1;
+    if (OH < 1 || OW < 1 || sh < 1 || sw < 1)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "kernel larger than the padded input");
+    int64_t odims[4] = {N, O, one_d ? OW : OH, OW};
+    rt_tensor *y;
+    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, x->rank, odims, &y, call->err);
+    if (st != KILN_OK || !y->count) return st;
+
+    int act = -1;
+    float fa = 0, fb = 0;
+    const ir_attr *aa = ir_node_attr(n, "kiln_activation");
+    if (aa) {
+        char name[32];
+        size_t len = aa->s.len < sizeof name - 1 ? (size_t)aa->s.len : sizeof name - 1;
+        memcpy(name, aa->s.data, len);
+        name[len] = 0;
+        act = cuda_act_code(name);
+        fa = ir_node_attr_float(n, act == CU_CLIP ? "kiln_activation_min" : "kiln_activation_alpha",
+                                act == CU_HSIGMOID ? 0.2f : 0.01f);
+        fb = ir_node_attr_float(n, act == CU_CLIP ? "kiln_activation_max" : "kiln_activation_beta", 0.5f);
+    }
+
+    conv_plan *p = *call->state;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
+        *call->state = p;
+        *call->state_free = conv_free;
+    }
+    int64_t key[12] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32};
+    cudnnHandle_t h = (cudnnHandle_t)c->dnn;
+    cudnnStatus_t s;
+    if (!p->valid || memcmp(p->key, key, sizeof key) != 0) {
+        conv_clear(p);
+        memcpy(p->key, key, sizeof key);
+        cudnnCreateTensorDescriptor(&p->xd);
+        cudnnCreateTensorDescriptor(&p->yd);
+        cudnnCreateTensorDescriptor(&p->bd);
+        cudnnCreateFilterDescriptor(&p->wd);
+        cudnnCreateConvolutionDescriptor(&p->cd);
+        cudnnCreateActivationDescriptor(&p->ad);
+        if ((s = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)N, (int)C, (int)H,
+                                            (int)W)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)N, (int)O, (int)OH,
+                                            (int)OW)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)O, 1, 1)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)O, (int)CI, (int)KH,
+                                            (int)KW)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetConvolution2dDescriptor(p->cd, (int)ph, (int)pw, (int)sh, (int)sw, (int)dh, (int)dw,
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetConvolutionGroupCount(p->cd, (int)group)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetConvolutionMathType(p->cd, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0)) !=
+                CUDNN_STATUS_SUCCESS)
+            return dnn_fail(call, s, "descriptor setup");
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int found = 0;
+        s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, x->data, p->wd, w->data, p->cd, p->yd, y->data,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
+                                                   (size_t)c->workspace_bytes);
+        if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
+        int best = -1;
+        for (int i = 0; i < found && best < 0; i++)
+            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes) best = i;
+        if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
+        p->algo = perf[best].algo;
+        p->ws = perf[best].memory;
+        p->fused_ok = true;
+        p->valid = true;
+    }
+    float one = 1.f, zero = 0.f;
+    if (bias && act == CU_RELU && p->fused_ok) {
+        s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace,
+                                                  p->ws, &zero, p->yd, y->data, p->bd, bias->data, p->ad, p->yd,
+                                                  y->data);
+        if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
+        p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
+    }
+    s = cudnnConvolutionForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace, p->ws, &zero,
+                                p->yd, y->data);
+    if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "convolution");
+    if (bias || act >= 0)
+        return cuda_fail(call, cuda_k_bias_act(y->data, bias ? bias->data : NULL, N, O, OH * OW, act, fa, fb, c->stream),
+                         "bias/activation kernel");
+    return KILN_OK;
+}
+#else
+/* Built without cuDNN: Conv is not in the op table (cuda_ops.c) and runs on the CPU. */
+typedef int cuda_conv_unused;
+#endif

@@ -1,0 +1,260 @@
+/* cuda_gemm.c - MatMul and Gemm through cuBLASLt (see cuda_internal.h).
+ *
+ * kiln's tensors are row-major and cuBLASLt is column-major, so Y[M,N] = A[M,K] B[K,N]
+ * is computed as Y^T = B^T A^T: the row-major buffers read as column-major are already
+ * the transposes, so B goes in as cuBLASLt's first operand and A as its second, with no
+ * copies. Gemm's bias C of shape [N] (or [1, N]) becomes the BIAS epilogue, and a fused
+ * Relu (the kiln_activation mark of build/passes/fuse_activation.c) the RELU epilogue;
+ * other marked activations run as one in-place kernel after the GEMM.
+ *
+ * Tactics: on a node's first run (and whenever its shapes change) the heuristic's
+ * candidates under the workspace limit are each timed on the real buffers and the
+ * fastest is kept in the node's state. FP32 GEMMs use TF32 tensor cores unless the
+ * backend was created with no_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 vs CUBLAS_COMPUTE_32F).
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+#define GEMM_CANDIDATES 8
+#define GEMM_TIMING_REPS 3
+
+typedef struct gemm_key {
+    int64_t m, n, k, batch, sa, sb;
+    int ta, tb, epi, has_c, tf32;
+} gemm_key;
+
+typedef struct gemm_plan {
+    gemm_key key;
+    bool valid;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+static void plan_clear(gemm_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    memset(p, 0, sizeof *p);
+}
+
+static void plan_free(void *s) {
+    plan_clear(s);
+    free(s);
+}
+
+static kiln_status lt_fail(rt_node_call *call, cublasStatus_t s, const char *what) {
+    return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuBLASLt %s failed: status %d", what, (int)s);
+}
+
+static kiln_status layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
+                          int64_t stride) {
+    if (cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld) != CUBLAS_STATUS_SUCCESS) return KILN_ERR_RUNTIME;
+    if (batch > 1) {
+        int32_t b = (int32_t)batch;
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+    }
+    return KILN_OK;
+}
+
+/* Y (row-major [batch, M, N]) = alpha * opA(A) opB(B) (+ beta * Y) (+ bias[N]) with epilogue. */
+static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key, const float *A, const float *B,
+                           float *Y, const float *bias, float alpha, float beta) {
+    gemm_plan *p = *call->state;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
+        *call->state = p;
+        *call->state_free = plan_free;
+    }
+    cublasStatus_t s;
+    if (!p->valid || memcmp(&p->key, key, sizeof *key) != 0) {
+        plan_clear(p);
+        p->key = *key;
+        cublasComputeType_t ct = key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        if ((s = cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+            return lt_fail(call, s, "matmul descriptor");
+        cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+        cublasLtEpilogue_t epi = (cublasLtEpilogue_t)key->epi;
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        int64_t M = key->m, N = key->n, K = key->k;
+        /* cuBLASLt's A = our B, its B = our A (see the file comment) */
+        if (layout(&p->la, key->tb ? (uint64_t)K : (uint64_t)N, key->tb ? (uint64_t)N : (uint64_t)K, key->tb ? K : N,
+                   key->batch, key->sb) != KILN_OK ||
+            layout(&p->lb, key->ta ? (uint64_t)M : (uint64_t)K, key->ta ? (uint64_t)K : (uint64_t)M, key->ta ? M : K,
+                   key->batch, key->sa) != KILN_OK ||
+            layout(&p->lc, (uint64_t)N, (uint64_t)M, N, key->batch, M * N) != KILN_OK)
+            return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuBLASLt layout creation failed");
+        if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        cublasLtMatmulPreference_t pref;
+        if ((s = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) return lt_fail(call, s, "preference");
+        uint64_t ws = c->workspace_bytes;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
+        int nres = 0;
+        s = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->lt, p->op, p->la, p->lb, p->lc, p->lc, pref,
+                                           GEMM_CANDIDATES, res, &nres);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (s != CUBLAS_STATUS_SUCCESS || nres == 0) return lt_fail(call, s, "algorithm heuristic (no algorithm)");
+        int best = 0;
+        /* time the candidates on the real buffers; with beta != 0 the output is also an
+         * input, so timing would corrupt it: keep the heuristic's first choice then */
+        if (nres > 1 && beta == 0.f) {
+            cudaEvent_t e0, e1;
+            cudaEventCreate(&e0);
+            cudaEventCreate(&e1);
+            float best_ms = 1e30f;
+            for (int i = 0; i < nres; i++) {
+                float ms = 0;
+                cudaEventRecord(e0, c->stream);
+                bool ok = true;
+                for (int r = 0; r < GEMM_TIMING_REPS && ok; r++)
+                    ok = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, Y, p->lc, Y,
+                                        p->lc, &res[i].algo, c->workspace, c->workspace_bytes,
+                                        c->stream) == CUBLAS_STATUS_SUCCESS;
+                cudaEventRecord(e1, c->stream);
+                if (!ok || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    continue;
+                }
+                if (ms < best_ms) best_ms = ms, best = i;
+            }
+            cudaEventDestroy(e0);
+            cudaEventDestroy(e1);
+        }
+        p->algo = res[best].algo;
+        p->valid = true;
+    }
+    if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    s = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, Y, p->lc, Y, p->lc, &p->algo,
+                       c->workspace, c->workspace_bytes, c->stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(call, s, "matmul");
+    return KILN_OK;
+}
+
+/* Fused activation from the kiln_activation mark: -1 none; sets *relu when the GEMM
+ * epilogue can do it. */
+static int fused_act(const ir_node *n, bool *relu, float *a, float *b) {
+    const ir_attr *act = ir_node_attr(n, "kiln_activation");
+    *relu = false;
+    if (!act) return -1;
+    char name[32];
+    size_t len = act->s.len < sizeof name - 1 ? (size_t)act->s.len : sizeof name - 1;
+    memcpy(name, act->s.data, len);
+    name[len] = 0;
+    int code = cuda_act_code(name);
+    *a = ir_node_attr_float(n, code == CU_CLIP ? "kiln_activation_min" : "kiln_activation_alpha",
+                            code == CU_HSIGMOID ? 0.2f : 0.01f);
+    *b = ir_node_attr_float(n, code == CU_CLIP ? "kiln_activation_max" : "kiln_activation_beta", 0.5f);
+    if (code == CU_RELU) *relu = true;
+    return code;
+}
+
+kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
+    const rt_tensor *a = &call->inputs[0]->t, *b = &call->inputs[1]->t;
+    if (a->rank < 2 || b->rank < 2) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "1-D operands");
+    int64_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
+    if (b->dims[b->rank - 2] != K)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "inner dimensions differ (%lld vs %lld)", (long long)K,
+                              (long long)b->dims[b->rank - 2]);
+    int64_t bd[RT_MAX_RANK];
+    int32_t br = 0;
+    if (!cuda_bcast_shape(a->dims, a->rank - 2, b->dims, b->rank - 2, bd, &br))
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "batch dimensions do not broadcast");
+    int64_t ba = 1, bb = 1, batch = 1;
+    for (int32_t i = 0; i < a->rank - 2; i++) ba *= a->dims[i];
+    for (int32_t i = 0; i < b->rank - 2; i++) bb *= b->dims[i];
+    for (int32_t i = 0; i < br; i++) batch *= bd[i];
+    int64_t dims[RT_MAX_RANK];
+    memcpy(dims, bd, sizeof(int64_t) * (size_t)br);
+    dims[br] = M;
+    dims[br + 1] = N;
+    rt_tensor *y;
+    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, br + 2, dims, &y, call->err);
+    if (st != KILN_OK || !y->count) return st;
+    if (K == 0) return cuda_fail(call, cudaMemsetAsync(y->data, 0, y->nbytes, c->stream), "memset");
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.n = N;
+    key.k = K;
+    key.tf32 = c->tf32;
+    if (bb == 1) { /* shared weights: fold A's batch into M, one GEMM */
+        key.m = M * batch;
+        key.batch = 1;
+    } else if (ba == batch && bb == batch) {
+        key.m = M, key.batch = batch, key.sa = M * K, key.sb = K * N;
+    } else if (ba == 1 && bb == batch) {
+        key.m = M, key.batch = batch, key.sa = 0, key.sb = K * N;
+    } else {
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "partially broadcast batch dimensions on the GPU");
+    }
+    bool relu;
+    float fa = 0, fb = 0;
+    int act = fused_act(call->node, &relu, &fa, &fb);
+    key.epi = relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
+    st = lt_gemm(c, call, &key, a->data, b->data, y->data, NULL, 1.f, 0.f);
+    if (st == KILN_OK && act >= 0 && !relu)
+        st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
+                       "activation kernel");
+    return st;
+}
+
+kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
+    const ir_node *n = call->node;
+    const rt_tensor *a = &call->inputs[0]->t, *b = &call->inputs[1]->t;
+    const rt_tensor *cc = call->n_in > 2 && call->inputs[2] ? &call->inputs[2]->t : NULL;
+    if (a->rank != 2 || b->rank != 2) return cuda_node_fail(call, KILN_ERR_SHAPE, "A and B must be 2-D");
+    int ta = (int)ir_node_attr_int(n, "transA", 0), tb = (int)ir_node_attr_int(n, "transB", 0);
+    float alpha = ir_node_attr_float(n, "alpha", 1.f), beta = ir_node_attr_float(n, "beta", 1.f);
+    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+    int64_t N = tb ? b->dims[0] : b->dims[1], Kb = tb ? b->dims[1] : b->dims[0];
+    if (K != Kb) return cuda_node_fail(call, KILN_ERR_SHAPE, "inner dimensions differ");
+    int64_t dims[2] = {M, N};
+    rt_tensor *y;
+    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, 2, dims, &y, call->err);
+    if (st != KILN_OK || !y->count) return st;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.m = M, key.n = N, key.k = K, key.batch = 1, key.ta = ta, key.tb = tb, key.tf32 = c->tf32;
+    bool relu;
+    float fa = 0, fb = 0;
+    int act = fused_act(n, &relu, &fa, &fb);
+    const float *bias = NULL;
+    float gemm_beta = 0.f;
+    bool c_vector = cc && beta == 1.f && (int64_t)cc->count == N &&
+                    (cc->rank == 1 || (cc->rank == 2 && cc->dims[0] == 1));
+    if (c_vector) {
+        bias = cc->data;
+    } else if (cc && beta != 0.f && cc->count) {
+        /* general C: broadcast it into Y, then Y = alpha AB + beta Y */
+        int64_t od[RT_MAX_RANK];
+        int32_t orank = 0;
+        if (!cuda_bcast_shape(cc->dims, cc->rank, dims, 2, od, &orank) || orank != 2 || od[0] != M || od[1] != N)
+            return cuda_node_fail(call, KILN_ERR_SHAPE, "C does not broadcast to [M, N]");
+        cuda_nd nd;
+        memset(&nd, 0, sizeof nd);
+        nd.rank = 2;
+        nd.dims[0] = M, nd.dims[1] = N;
+        cuda_bcast_strides(cc->dims, cc->rank, dims, 2, nd.in_str);
+        nd.out_str[0] = N, nd.out_str[1] = 1;
+        st = cuda_fail(call, cuda_k_copy_nd(cc->data, y->data, 4, M * N, &nd, c->stream), "broadcast C");
+        if (st != KILN_OK) return st;
+        gemm_beta = beta;
+        key.has_c = 1;
+    }
+    key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    st = lt_gemm(c, call, &key, a->data, b->data, y->data, bias, alpha, gemm_beta);
+    if (st == KILN_OK && act >= 0 && !relu)
+        st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
+                       "activation kernel");
+    return st;
+}

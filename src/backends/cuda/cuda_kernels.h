@@ -1,0 +1,75 @@
+/* cuda_kernels.h - launchers of kiln's own CUDA kernels (cuda_kernels.cu), callable from C.
+ *
+ * Every launcher enqueues on `stream` and returns the launch error (cudaGetLastError) as
+ * an int (cudaError_t); shapes are checked by the callers (cuda_ops_*.c). Index math is
+ * 64-bit throughout: tensors over 2^31 elements are legal.
+ */
+#ifndef KILN_BACKENDS_CUDA_CUDA_KERNELS_H
+#define KILN_BACKENDS_CUDA_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUDA_K_MAX_RANK 8
+
+/* Strided element mapping over an N-d index space: element i of the output (dims, row
+ * major) reads in[in_off + sum(idx_d * in_str_d)] and writes out[out_off + sum(idx_d *
+ * out_str_d)]. Transpose, Slice, Expand (stride 0), Concat pieces are all this. */
+typedef struct cuda_nd {
+    int32_t rank;
+    int64_t dims[CUDA_K_MAX_RANK];
+    int64_t in_str[CUDA_K_MAX_RANK];
+    int64_t out_str[CUDA_K_MAX_RANK];
+    int64_t in_off, out_off;
+} cuda_nd;
+
+/* Broadcast binary/ternary: output dims and each operand's strides (0 on broadcast axes). */
+typedef struct cuda_bcast {
+    int32_t rank;
+    int64_t dims[CUDA_K_MAX_RANK];
+    int64_t str[3][CUDA_K_MAX_RANK];
+} cuda_bcast;
+
+enum cuda_unary_op {
+    CU_RELU, CU_SIGMOID, CU_TANH, CU_ERF, CU_SQRT, CU_EXP, CU_LOG, CU_NEG, CU_ABS, CU_RECIP, CU_GELU_ERF,
+    CU_GELU_TANH, CU_CLIP, CU_LEAKY, CU_HSIGMOID, CU_HSWISH, CU_COPY, CU_SOFTPLUS, CU_ELU, CU_FLOOR, CU_CEIL
+};
+enum cuda_binary_op { CB_ADD, CB_SUB, CB_MUL, CB_DIV, CB_POW, CB_MAX, CB_MIN };
+enum cuda_dtype_code { CD_F32, CD_F16, CD_I64, CD_I32, CD_BOOL, CD_F64 };
+
+int cuda_k_unary(int op, const float *x, float *y, int64_t n, float alpha, float beta, void *stream);
+/* contiguous: all three operands have the output's shape (no index math) */
+int cuda_k_binary(int op, const float *a, const float *b, float *y, int64_t n, const cuda_bcast *bc, int contiguous,
+                  void *stream);
+int cuda_k_binary_i64(int op, const int64_t *a, const int64_t *b, int64_t *y, int64_t n, const cuda_bcast *bc,
+                      void *stream);
+int cuda_k_where(const uint8_t *c, const float *x, const float *y, float *out, int64_t n, const cuda_bcast *bc,
+                 void *stream);
+int cuda_k_copy_nd(const void *in, void *out, int elem_size, int64_t n, const cuda_nd *nd, void *stream);
+int cuda_k_softmax(const float *x, float *y, int64_t rows, int64_t cols, int log_softmax, void *stream);
+int cuda_k_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows, int64_t cols,
+                     float eps, void *stream);
+int cuda_k_batchnorm(const float *x, const float *scale, const float *bias, const float *mean, const float *var,
+                     float *y, int64_t n, int64_t c, int64_t hw, float eps, void *stream);
+/* 2-D pooling over [nc, h, w]; max when is_max, else average (count_include_pad). */
+int cuda_k_pool2d(const float *x, float *y, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow, int kh, int kw,
+                  int sh, int sw, int ph, int pw, int dh, int dw, int is_max, int count_include_pad, void *stream);
+/* Global pooling: [rows, cols] -> [rows] mean (is_max 0) or max. */
+int cuda_k_reduce_rows(const float *x, float *y, int64_t rows, int64_t cols, int op, void *stream);
+/* Reduction over the middle axis of [outer, r, inner]; op 0 mean, 1 sum, 2 max, 3 min. */
+int cuda_k_reduce_mid(const float *x, float *y, int64_t outer, int64_t r, int64_t inner, int op, void *stream);
+int cuda_k_gather(const void *data, const void *idx, int idx_is_i64, void *out, int elem_size, int64_t outer,
+                  int64_t axis_len, int64_t n_idx, int64_t inner, void *stream);
+int cuda_k_cast(const void *x, int src, void *y, int dst, int64_t n, void *stream);
+/* y[n, c, hw] = act(y + bias[c]) in place; act is a cuda_unary_op or -1 for none. */
+int cuda_k_bias_act(float *y, const float *bias, int64_t n, int64_t c, int64_t hw, int act, float alpha, float beta,
+                    void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# run_gpu.sh - the CUDA backend's checks on a machine with an NVIDIA GPU, in one go:
+# build kiln with CUDA, run the ONNX node tests with --backend cuda (all, and those that
+# run entirely on the GPU), check the zoo models against ONNX Runtime, then time kiln
+# against PyTorch (bench/bench_cuda.py). Logs go to $OUT (default ./gpu-out).
+#
+# Usage (from the repository root): tests/gpu/run_gpu.sh [NODE_TEST_DIR]
+#   NODE_TEST_DIR: ONNX backend-test node cases (default testdata/node, else
+#   ../shared/onnx-backend-tests/node).
+# Without cJSON headers installed, debs in debs/*.deb (libcjson-dev, libcjson1) are
+# unpacked into a private prefix (the GPU machines here have no network).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee -a "$OUT/summary.txt"
+
+prefix_args=()
+if [ ! -f /usr/include/cjson/cJSON.h ] && ls debs/*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/kiln-prefix
+    for f in debs/*.deb; do dpkg -x "$f" /tmp/kiln-prefix; done
+    lib=/tmp/kiln-prefix/usr/lib/x86_64-linux-gnu
+    prefix_args+=(-DCJSON_LIB="$lib/libcjson.so" "-DCMAKE_C_FLAGS=-I/tmp/kiln-prefix/usr/include")
+    export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+fi
+# cuDNN: the system one, else the one PyTorch's wheels carry
+if ! ldconfig -p | grep -q 'libcudnn\.so'; then
+    d=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null)
+    if [ -n "$d" ] && [ -f "$d/lib/libcudnn.so.9" ]; then
+        prefix_args+=(-DCUDNN_LIB="$d/lib/libcudnn.so.9" "-DCMAKE_CUDA_FLAGS=-I$d/include")
+        [ -d "$d/include" ] && prefix_args+=("-DCMAKE_C_FLAGS=-I/tmp/kiln-prefix/usr/include -I$d/include")
+        export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
+    fi
+fi
+log "configure: ${prefix_args[*]}"
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DKILN_TESTS=OFF -DKILN_CUDA=ON -DKILN_WERROR=ON "${prefix_args[@]}" \
+    >"$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 >>"$OUT/build.log" 2>&1
+rc=$?
+log "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "CUDA backend|cuDNN|error" "$OUT/build.log" | head -20 | tee -a "$OUT/summary.txt"
+[ $rc -eq 0 ] || exit 1
+K=$PWD/build-gpu/kiln
+
+NODE=${1:-testdata/node}
+[ -d "$NODE" ] || NODE=../shared/onnx-backend-tests/node
+if [ -d "$NODE" ]; then
+    t0=$(date +%s)
+    timeout 120 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
+    log "node tests --backend cuda (CPU fallback allowed): rc=$? $(tail -1 "$OUT/node_cuda.log") ($(( $(date +%s) - t0 )) s)"
+    timeout 90 $K verify "$NODE" --backend cuda --gpu-only --no-fork --json "$OUT/node_gpu_only.json" \
+        >"$OUT/node_gpu_only.log" 2>&1
+    log "node tests --backend cuda --gpu-only: rc=$? $(tail -1 "$OUT/node_gpu_only.log")"
+    timeout 60 $K verify "$NODE" --backend cuda --gpu-only --noTF32 --no-fork >"$OUT/node_notf32.log" 2>&1
+    log "node tests --backend cuda --gpu-only --noTF32: rc=$? $(tail -1 "$OUT/node_notf32.log")"
+    grep -E "^(FAIL|fail)" "$OUT/node_gpu_only.log" | head -40 | tee -a "$OUT/summary.txt"
+fi
+
+t0=$(date +%s)
+PYTHONUNBUFFERED=1 timeout 120 python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
+log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -12 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
+
+PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \
+    >"$OUT/bench.log" 2>&1
+log "bench rc=$?"; tail -40 "$OUT/bench.log" | tee -a "$OUT/summary.txt"
