@@ -543,7 +543,11 @@ static void dump_outputs(exec_state *s, engine_context *c, rt_value *outs, int32
             if (t->dtype == KILN_DTYPE_FLOAT) sb_printf(&vals, "%s%.9g", i ? (json ? ", " : " ") : "", v);
             else sb_printf(&vals, "%s%.17g", i ? (json ? ", " : " ") : "", v);
         }
-        if (f->dump_output) {
+        if (f->dump_output && !t) {
+            perf_log('I', "%s: a %s output (%d element%s): not printed, tensors only", name,
+                     outs[k].kind == IR_TYPE_SEQUENCE ? "sequence" : "non-tensor", outs[k].n_items,
+                     outs[k].n_items == 1 ? "" : "s");
+        } else if (f->dump_output) {
             perf_log('I', "%s: (%s)", name, sb_cstr(&dimsb));
             perf_log('I', "%s", sb_cstr(&vals));
         }
