@@ -27,9 +27,10 @@ kiln_status engine_context_create(engine_plan *plan, const engine_context_option
     c->plan = plan;
     c->profile = o && o->profile_index > 0 ? o->profile_index : 0;
     if (plan->n_profiles && c->profile >= plan->n_profiles) {
+        int32_t bad = c->profile;
         free(c);
         return kiln_err_set(err, KILN_ERR_INVALID_ARG, "profile %d does not exist: the engine has %d profile%s (0..%d)",
-                            c->profile, plan->n_profiles, plan->n_profiles == 1 ? "" : "s", plan->n_profiles - 1);
+                            bad, plan->n_profiles, plan->n_profiles == 1 ? "" : "s", plan->n_profiles - 1);
     }
     rt_session_options so = rt_session_options_default();
     so.backend = "cpu";

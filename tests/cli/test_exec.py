@@ -362,6 +362,10 @@ def test_sequence_input_from_pb(tmp_path):
     run("exec", f"--onnx={m}", *FAST, f"--loadInputs=seq:{tmp_path / 'seq.pb'},x:{tmp_path / 'x.npy'}",
         f"--exportOutput={out}", check_rc=0)
     assert json.loads(out.read_text())[0]["values"] == [1.75, -1.0]
+    # the same through a sequence output: named with its length by --dumpOutput
+    p = run("exec", f"--onnx={m}", *FAST, f"--loadInputs=seq:{tmp_path / 'seq.pb'},x:{tmp_path / 'x.npy'}",
+            "--dumpOutput", check_rc=0)
+    assert "y: (2)" in p.stdout and "1.75 -1" in p.stdout, p.stdout
     # without a file, or from a file that cannot hold a sequence: a clear error
     p = run("exec", f"--onnx={m}", *FAST, check_rc=1)
     assert "input 'seq' is a sequence" in p.stderr and "--loadInputs=seq:FILE.pb" in p.stderr, p.stderr

@@ -1,7 +1,8 @@
 /* fuzz_exec_inputs.c - libFuzzer target for every parser behind `kiln exec --loadInputs`:
  * the name:file flag value (exec_flags_parse), .npy headers (exec_parse_npy), raw files'
- * size check (exec_check_raw), and the whole loader (exec_load_input) on a real file
- * with a .npy, .pb (ONNX TensorProto, onnx_read_value_file) or raw name.
+ * size check (exec_check_raw), the whole loader (exec_load_input) on a real file
+ * with a .npy, .pb (ONNX TensorProto, onnx_read_value_file) or raw name, and sequence /
+ * optional inputs from .pb files (exec_load_value).
  *
  * Input layout: byte 0 picks the mode, byte 1 the expected dtype, byte 2 the expected
  * rank (mod 9), then rank little-endian int16 dims (negative and zero allowed: the
@@ -58,7 +59,7 @@ static void fuzz_flags(const uint8_t *p, size_t n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
-    int mode = data[0] % 5;
+    int mode = data[0] % 6;
     kiln_dtype want_dt = (kiln_dtype)(data[1] % 24);
     int32_t want_rank = data[2] % 9;
     size_t off = 3;
@@ -93,6 +94,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (mode == 2) {
         st = exec_check_raw(plen, "f.bin", "x", want_dt, want_rank, dims, &err);
         need_message(st, &err);
+    } else if (mode == 5) {
+        /* a sequence or optional input from a .pb file (exec_load_value) */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/kiln_fuzz_exec_inputs_%d.pb", (int)getpid());
+        FILE *f = fopen(path, "wb");
+        if (!f) return 0;
+        size_t w = fwrite(payload, 1, plen, f);
+        fclose(f);
+        if (w == plen) {
+            ir_dim edims[RT_MAX_RANK];
+            for (int32_t i = 0; i < want_rank; i++)
+                edims[i] = dims[i] >= 0 ? (ir_dim){.kind = IR_DIM_CONST, .value = dims[i]} : (ir_dim){.kind = IR_DIM_UNKNOWN};
+            ir_type elem = {.kind = IR_TYPE_TENSOR, .dtype = kiln_dtype_valid(want_dt) ? want_dt : KILN_DTYPE_FLOAT,
+                            .rank = want_rank, .dims = edims};
+            ir_type decl = {.kind = data[1] & 1 ? IR_TYPE_OPTIONAL : IR_TYPE_SEQUENCE, .elem = &elem};
+            rt_value v;
+            rt_value_init(&v);
+            st = exec_load_value(path, "s", &decl, &v, &err);
+            need_message(st, &err);
+            rt_value_release(&v);
+        }
+        remove(path);
     } else {
         /* the whole loader on a file: .npy, .pb or raw by extension */
         static const char *const ext[] = {".npy", ".pb", ".bin"};

@@ -217,6 +217,8 @@ static void test_missing_kernel(void **state) {
                 if (!strcmp(g->nodes[i].op_type, "If")) target = g->nodes[i].attrs[0].g;
         assert_true(target != g || where == 0);
         target->nodes[0].op_type = "KilnFutureOp";
+        char node_name[128];
+        snprintf(node_name, sizeof node_name, "%s", target->nodes[0].name);
         uint8_t *buf = NULL;
         size_t n = 0;
         kiln_error err = {0};
@@ -225,7 +227,7 @@ static void test_missing_kernel(void **state) {
         char *msg;
         assert_int_equal(try_read(buf, n, ~0ull, &msg), KILN_ERR_INCOMPATIBLE);
         assert_non_null(strstr(msg, "KilnFutureOp"));
-        assert_non_null(strstr(msg, target->nodes[0].name));
+        assert_non_null(strstr(msg, node_name));
         assert_non_null(strstr(msg, "this kiln " KILN_VERSION_STRING));
         assert_non_null(strstr(msg, "--saveEngine=t.engine"));
         free(msg);
