@@ -21,6 +21,7 @@
 #endif
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_lazy.h"
 #include "core/strbuf.h"
 
 #define CUDA_DEFAULT_WORKSPACE (256ull << 20)
@@ -285,6 +286,8 @@ static kiln_status be_create(const rt_backend_options *opts, void **out, kiln_er
         }
         st = cuda_err(err, cudaMalloc(&c->workspace, (size_t)c->workspace_bytes), "workspace allocation");
     }
+    const char *lt_missing = st == KILN_OK ? cuda_cublaslt_load() : NULL;
+    if (lt_missing) st = kiln_err_set(err, KILN_ERR_RUNTIME, "%s", lt_missing);
     if (st == KILN_OK) {
         cublasLtHandle_t lt;
         if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) st = kiln_err_set(err, KILN_ERR_RUNTIME, "cublasLtCreate failed");
