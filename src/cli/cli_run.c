@@ -139,7 +139,7 @@ int cli_run(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: kiln run MODEL.onnx [--inputs-random] [--iterations N] [--warmUp N] [--threads N]\n"
                    "                [--shapes name:1x3x224x224,...] [--profile] [--int-max N]\n"
-                   "                [--backend cpu|cuda] [--noTF32] [--fp16] [--useCudaGraph|--noCudaGraph]\n"
+                   "                [--backend cpu|cuda] [--noTF32] [--fp16|--best] [--useCudaGraph|--noCudaGraph]\n"
                    "  cuda: runs with unchanged input shapes are recorded once as a CUDA graph and\n"
                    "  replayed (on by default; --noCudaGraph runs node by node)\n");
             return CLI_EXIT_OK;
@@ -150,7 +150,7 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
         else if (!strcmp(a, "--backend") && has) backend = argv[++i];
         else if (!strcmp(a, "--noTF32")) no_tf32 = true;
-        else if (!strcmp(a, "--fp16")) fp16 = true;
+        else if (!strcmp(a, "--fp16") || !strcmp(a, "--best")) fp16 = true; /* --best: the fastest allowed = FP16 */
         else if (!strcmp(a, "--useCudaGraph")) no_graph = false;
         else if (!strcmp(a, "--noCudaGraph")) no_graph = true;
         else if (!strcmp(a, "--shapes") && has) shapes = argv[++i];

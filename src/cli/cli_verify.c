@@ -47,6 +47,7 @@ typedef struct verify_opts {
     bool no_fork;
     bool no_passes;
     bool no_tf32;  /* cuda: FP32 without TF32 tensor cores */
+    bool fp16;     /* cuda: FP16 GEMMs/convolutions (float accumulation) */
     bool gpu_only; /* cuda: skip cases where some node would run on the CPU fallback */
     int timeout_s;
     uint64_t max_tensor_bytes;
@@ -157,6 +158,8 @@ static void read_tolerances(const char *dir, const verify_opts *o, double *rtol,
          * --noTF32 (docs/CUDA.md, "Accuracy") */
         *rtol = o->no_tf32 ? 1e-3 : 5e-3;
         *atol = o->no_tf32 ? 1e-5 : 5e-3;
+        if (o->fp16) /* 11-bit mantissa operands, float accumulation (docs/CUDA.md, "FP16") */
+            *rtol = 1e-2, *atol = 1e-2;
     }
     char *p = path_join(dir, "data.json");
     FILE *f = p ? fopen(p, "rb") : NULL;
@@ -293,6 +296,7 @@ static void run_case(const char *dir, const verify_opts *o, case_result *r) {
     so.record_sizes = o->memory;
     so.run_passes = !o->no_passes;
     so.no_tf32 = o->no_tf32;
+    so.fp16 = o->fp16;
     so.quiet_fallback = true;
     st = rt_session_create(m, &so, &s, &e);
     if (st != KILN_OK) {
@@ -678,6 +682,7 @@ static void usage(FILE *f) {
             "  --backend NAME        the backend to run on: cpu (default) or cuda (nodes the GPU does not run\n"
             "                        fall back to the CPU; default tolerances rtol 5e-3, atol 5e-3 with TF32)\n"
             "  --noTF32              cuda: FP32 GEMMs/convolutions without TF32 (rtol 1e-3, atol 1e-5)\n"
+            "  --fp16                cuda: FP16 GEMMs/convolutions, float accumulation (rtol 1e-2, atol 1e-2)\n"
             "  --gpu-only            cuda: skip cases where any node would run on the CPU fallback\n"
             "  --filter SUBSTR       only cases whose name contains SUBSTR\n"
             "  --quiet               print only FAIL lines and the summary\n"
@@ -833,11 +838,13 @@ int cli_verify(int argc, char **argv) {
             o.no_tf32 = true;
         } else if (!strcmp(a, "--gpu-only")) {
             o.gpu_only = true;
+        } else if (!strcmp(a, "--fp16")) {
+            o.fp16 = true;
         } else if (a[0] == '-' && a[1]) {
             static const char *const flags[] = {"--rtol",   "--atol",  "--threads", "--jobs",   "--backend",
                                                 "--filter", "--quiet", "--json",    "--memory", "--timeout",
                                                 "--max-tensor-mb", "--no-fork", "--no-passes", "--help",
-                                                "--noTF32", "--gpu-only"};
+                                                "--noTF32", "--gpu-only", "--fp16"};
             const char *guess = cli_closest(a, flags, (int)(sizeof flags / sizeof flags[0]));
             free(dirs);
             if (guess) return cli_usage_error("verify", "unknown option '%s'; did you mean '%s'?", a, guess);
@@ -863,7 +870,7 @@ int cli_verify(int argc, char **argv) {
         else {
             /* no GPU is a usage problem for the whole run, not a skip per case */
             const rt_backend *be = rt_backend_cuda();
-            rt_backend_options bo = {1, 0, false, o.no_tf32, 0};
+            rt_backend_options bo = {1, 0, o.fp16, o.no_tf32, 0};
             void *ctx = NULL;
             kiln_error e = {0};
             if (be->create(&bo, &ctx, &e) != KILN_OK) rc = cli_usage_error("verify", "%s", kiln_err_msg(&e));

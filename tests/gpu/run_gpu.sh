@@ -5,6 +5,7 @@
 # against PyTorch (bench/bench_cuda.py). Logs go to $OUT (default ./gpu-out).
 #
 # Usage (from the repository root): tests/gpu/run_gpu.sh [NODE_TEST_DIR]
+#   env: SKIP_NOTF32=1 / SKIP_FALLBACK=1 skip those node-test runs; ZOO_TIMEOUT, BENCH_TIMEOUT (s)
 #   NODE_TEST_DIR: ONNX backend-test node cases (default testdata/node, else
 #   ../shared/onnx-backend-tests/node).
 # Without cJSON headers installed, debs in debs/*.deb (libcjson-dev, libcjson1) are
@@ -45,8 +46,10 @@ NODE=${1:-testdata/node}
 [ -d "$NODE" ] || NODE=../shared/onnx-backend-tests/node
 if [ -d "$NODE" ]; then
     t0=$(date +%s)
-    timeout 120 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
-    log "node tests --backend cuda (CPU fallback allowed): rc=$? $(tail -1 "$OUT/node_cuda.log") ($(( $(date +%s) - t0 )) s)"
+    if [ -z "${SKIP_FALLBACK:-}" ]; then
+        timeout 120 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
+        log "node tests --backend cuda (CPU fallback allowed): rc=$? $(tail -1 "$OUT/node_cuda.log") ($(( $(date +%s) - t0 )) s)"
+    fi
     timeout 90 $K verify "$NODE" --backend cuda --gpu-only --no-fork --json "$OUT/node_gpu_only.json" \
         >"$OUT/node_gpu_only.log" 2>&1
     log "node tests --backend cuda --gpu-only: rc=$? $(tail -1 "$OUT/node_gpu_only.log")"
@@ -54,12 +57,15 @@ if [ -d "$NODE" ]; then
         timeout 60 $K verify "$NODE" --backend cuda --gpu-only --noTF32 --no-fork >"$OUT/node_notf32.log" 2>&1
         log "node tests --backend cuda --gpu-only --noTF32: rc=$? $(tail -1 "$OUT/node_notf32.log")"
     fi
+    timeout 90 $K verify "$NODE" --backend cuda --gpu-only --fp16 --no-fork >"$OUT/node_fp16.log" 2>&1
+    log "node tests --backend cuda --gpu-only --fp16: rc=$? $(tail -1 "$OUT/node_fp16.log")"
+    grep -E "^(FAIL|fail)" "$OUT/node_fp16.log" | head -20 | tee -a "$OUT/summary.txt"
     grep -E "^(FAIL|fail)" "$OUT/node_gpu_only.log" | head -40 | tee -a "$OUT/summary.txt"
 fi
 
 t0=$(date +%s)
-PYTHONUNBUFFERED=1 timeout 120 python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
-log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -12 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
+PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-180} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
+log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -24 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
 
 PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \
     >"$OUT/bench.log" 2>&1

@@ -4,7 +4,7 @@
 For each model of tools/make_zoo.py it writes an ONNX backend-test style case
 (OUT/<model>_b<batch>/model.onnx + test_data_set_0/input_K.pb, output_0.pb with ONNX
 Runtime's outputs) and runs `kiln verify --backend cuda` on it, then again with
---noTF32, printing one line per run. Needs a GPU machine with onnxruntime (tests/gpu/run_gpu.sh).
+--noTF32 and with --fp16 (verify's FP16 tolerances), printing one line per run. Needs a GPU machine with onnxruntime (tests/gpu/run_gpu.sh).
 """
 import argparse
 import os
@@ -50,7 +50,7 @@ def main():
     for name in a.models.split(","):
         for batch in (1, 2):
             case = make_case(a.out, name, batch)
-            for extra in ([], ["--noTF32"]):
+            for extra in ([], ["--noTF32"], ["--fp16"]):
                 cmd = [a.kiln, "verify", case, "--backend", "cuda", "--no-fork"] + extra
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 last = (r.stdout.strip().splitlines() or [""])[-1]

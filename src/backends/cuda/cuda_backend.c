@@ -106,6 +106,12 @@ static kiln_status be_alloc(void *ctx, uint64_t bytes, void **ptr, kiln_error *e
 
 static void be_free(void *ctx, void *ptr) { cuda_free_cb(ctx, ptr); }
 
+kiln_status cuda_scratch_alloc(cuda_ctx *c, uint64_t bytes, void **p, kiln_error *err) {
+    return be_alloc(c, bytes, p, err);
+}
+
+void cuda_scratch_free(cuda_ctx *c, void *p) { cuda_free_cb(c, p); }
+
 kiln_status cuda_out(cuda_ctx *c, rt_value *out, kiln_dtype dt, int32_t rank, const int64_t *dims, rt_tensor **tp,
                      kiln_error *err) {
     rt_tensor *t = rt_value_as_tensor(out);
@@ -266,11 +272,7 @@ static kiln_status be_create(const rt_backend_options *opts, void **out, kiln_er
         return kiln_err_set(err, st, "the cuda backend needs an NVIDIA GPU: %s\nhint: run on a machine with an "
                             "NVIDIA GPU and driver, or use --backend cpu", why);
     }
-    if (opts && opts->fp16) {
-        free(c);
-        return kiln_err_set(err, KILN_ERR_UNSUPPORTED,
-                            "--fp16 is not implemented by the cuda backend yet (FP32 and TF32 are); run without it");
-    }
+    c->fp16 = opts && opts->fp16;
     c->tf32 = !(opts && opts->no_tf32);
     c->workspace_bytes = opts && opts->workspace_bytes ? opts->workspace_bytes : CUDA_DEFAULT_WORKSPACE;
     st = cuda_err(err, cudaSetDevice(c->device), "set device");

@@ -7,6 +7,11 @@
  * kernel); other biases/activations run as one bias+activation kernel afterwards. FP32
  * convolutions may use TF32 tensor cores (CUDNN_DEFAULT_MATH) unless no_tf32
  * (CUDNN_FMA_MATH).
+ *
+ * FP16 (backend option fp16): x and w go in as half (w converted once, x per run; see
+ * cuda_fp16.c), cuDNN computes in float (half data, CUDNN_DATA_FLOAT convolution type)
+ * into a half scratch output, and one kernel (cuda_k_half_epilogue) writes the float32
+ * output with the bias, the fused residual and the activation.
  */
 #if KILN_HAVE_CUDNN
 #include <cuda_runtime.h>
@@ -17,8 +22,9 @@
 #include "backends/cuda/cuda_internal.h"
 
 typedef struct conv_plan {
-    int64_t key[12];
+    int64_t key[13];
     bool valid, fused_ok;
+    cuda_half_cache hc; /* FP16: the half copy of the weights, kept across shape changes */
     cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -34,17 +40,27 @@ static void conv_clear(conv_plan *p) {
     if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
     if (p->ad) cudnnDestroyActivationDescriptor(p->ad);
+    cuda_half_cache hc = p->hc;
     memset(p, 0, sizeof *p);
+    p->hc = hc;
 }
 
 static void conv_free(void *s) {
-    conv_clear(s);
-    free(s);
+    conv_plan *p = s;
+    conv_clear(p);
+    cuda_half_cache_free(&p->hc);
+    free(p);
 }
 
 static kiln_status dnn_fail(rt_node_call *call, cudnnStatus_t s, const char *what) {
     return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuDNN %s failed: %s", what, cudnnGetErrorString(s));
 }
+
+static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const int64_t *key, const rt_tensor *x,
+                            const void *xdata, const void *wdata, void *ydata, rt_tensor *y, const rt_tensor *bias,
+                            const rt_tensor *res, int act, float fa, float fb, int64_t N, int64_t C, int64_t H,
+                            int64_t W, int64_t O, int64_t CI, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t group);
 
 static int64_t attr_at(const ir_attr *a, int32_t i, int64_t dflt) { return a && i < a->n ? a->ints[i] : dflt; }
 
@@ -102,37 +118,76 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         *call->state = p;
         *call->state_free = conv_free;
     }
-    int64_t key[12] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32};
+    int64_t key[13] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32,
+                       c->fp16};
+    /* FP16: half views of x and w and a half output scratch (freed at the end) */
+    const void *xdata = x->data, *wdata = w->data;
+    void *ydata = y->data, *sx = NULL, *sy = NULL, *swt = NULL;
+    if (c->fp16) {
+        st = cuda_half_operand(c, call, &p->hc, 1, w, &wdata, &swt);
+        if (st == KILN_OK) st = cuda_half_operand(c, call, &p->hc, 0, x, &xdata, &sx);
+        if (st == KILN_OK) st = cuda_scratch_alloc(c, y->count * 2, &sy, call->err);
+        if (st != KILN_OK) {
+            cuda_scratch_free(c, sx);
+            cuda_scratch_free(c, swt);
+            return st;
+        }
+        ydata = sy;
+    }
+    st = conv_run(c, call, p, key, x, xdata, wdata, ydata, y, bias, res, act, fa, fb, N, C, H, W, O, CI, KH, KW, OH, OW,
+                  sh, sw, ph, pw, dh, dw, group);
+    if (st == KILN_OK && c->fp16)
+        st = cuda_fail(call, cuda_k_half_epilogue(sy, y->data, res ? res->data : NULL, bias ? bias->data : NULL, N, O,
+                                                  OH * OW, act, fa, fb, c->stream), "FP16 epilogue kernel");
+    cuda_scratch_free(c, sx);
+    cuda_scratch_free(c, sy);
+    cuda_scratch_free(c, swt);
+    return st;
+}
+
+/* The cuDNN part of cuda_run_conv: plan (descriptors, algorithm search) and the
+ * convolution into ydata; in FP16 only the convolution (the caller's epilogue adds the
+ * rest), in float32 also the bias/residual/activation. */
+static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const int64_t *key, const rt_tensor *x,
+                            const void *xdata, const void *wdata, void *ydata, rt_tensor *y, const rt_tensor *bias,
+                            const rt_tensor *res, int act, float fa, float fb, int64_t N, int64_t C, int64_t H,
+                            int64_t W, int64_t O, int64_t CI, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t group) {
+    (void)x;
+    kiln_status st;
+    cudnnDataType_t dt = c->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
     cudnnStatus_t s;
-    if (!p->valid || memcmp(p->key, key, sizeof key) != 0) {
+    if (!p->valid || memcmp(p->key, key, sizeof p->key) != 0) {
         conv_clear(p);
-        memcpy(p->key, key, sizeof key);
+        memcpy(p->key, key, sizeof p->key);
         cudnnCreateTensorDescriptor(&p->xd);
         cudnnCreateTensorDescriptor(&p->yd);
         cudnnCreateTensorDescriptor(&p->bd);
         cudnnCreateFilterDescriptor(&p->wd);
         cudnnCreateConvolutionDescriptor(&p->cd);
         cudnnCreateActivationDescriptor(&p->ad);
-        if ((s = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)N, (int)C, (int)H,
+        if ((s = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)C, (int)H,
                                             (int)W)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)N, (int)O, (int)OH,
+            (s = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)O, (int)OH,
                                             (int)OW)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)O, 1, 1)) !=
                 CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)O, (int)CI, (int)KH,
+            (s = cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NCHW, (int)O, (int)CI, (int)KH,
                                             (int)KW)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetConvolution2dDescriptor(p->cd, (int)ph, (int)pw, (int)sh, (int)sw, (int)dh, (int)dw,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetConvolutionGroupCount(p->cd, (int)group)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetConvolutionMathType(p->cd, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)) !=
+            (s = cudnnSetConvolutionMathType(p->cd, c->fp16   ? CUDNN_TENSOR_OP_MATH
+                                                     : c->tf32 ? CUDNN_DEFAULT_MATH
+                                                               : CUDNN_FMA_MATH)) !=
                 CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0)) !=
                 CUDNN_STATUS_SUCCESS)
             return dnn_fail(call, s, "descriptor setup");
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int found = 0;
-        s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, x->data, p->wd, w->data, p->cd, p->yd, y->data,
+        s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, xdata, p->wd, wdata, p->cd, p->yd, ydata,
                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
                                                    (size_t)c->workspace_bytes);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
@@ -142,23 +197,28 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
         p->algo = perf[best].algo;
         p->ws = perf[best].memory;
-        p->fused_ok = true;
+        p->fused_ok = !c->fp16;
         p->valid = true;
+    }
+    float one = 1.f, zero = 0.f;
+    if (c->fp16) {
+        s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &zero,
+                                    p->yd, ydata);
+        return s == CUDNN_STATUS_SUCCESS ? KILN_OK : dnn_fail(call, s, "FP16 convolution");
     }
     /* after the algorithm search, which writes y */
     if (res && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
                                                      (cudaStream_t)c->stream), "residual copy")) != KILN_OK)
         return st;
-    float one = 1.f, zero = 0.f, beta = res ? 1.f : 0.f;
+    float beta = res ? 1.f : 0.f;
     if (bias && act == CU_RELU && p->fused_ok) {
-        s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace,
+        s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace,
                                                   p->ws, &beta, p->yd, y->data, p->bd, bias->data, p->ad, p->yd,
                                                   y->data);
         if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
         p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
     }
-    (void)zero;
-    s = cudnnConvolutionForward(h, &one, p->xd, x->data, p->wd, w->data, p->cd, p->algo, c->workspace, p->ws, &beta,
+    s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &beta,
                                 p->yd, y->data);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "convolution");
     if (bias || act >= 0)

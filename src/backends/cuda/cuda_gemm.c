@@ -11,6 +11,10 @@
  * candidates under the workspace limit are each timed on the real buffers and the
  * fastest is kept in the node's state. FP32 GEMMs use TF32 tensor cores unless the
  * backend was created with no_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 vs CUBLAS_COMPUTE_32F).
+ *
+ * FP16 (backend option fp16, cuda_fp16.c): A and B go in as half (weights converted once,
+ * activations per run), C/D stay float32 and the compute type is CUBLAS_COMPUTE_32F, so
+ * products accumulate in float and the bias/ReLU epilogues work on float32 as before.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -24,7 +28,7 @@
 
 typedef struct gemm_key {
     int64_t m, n, k, batch, sa, sb;
-    int ta, tb, epi, has_c, tf32;
+    int ta, tb, epi, has_c, tf32, fp16;
 } gemm_key;
 
 typedef struct gemm_plan {
@@ -33,6 +37,7 @@ typedef struct gemm_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    cuda_half_cache hc; /* FP16: half copies of constant A/B, kept across shape changes */
 } gemm_plan;
 
 static void plan_clear(gemm_plan *p) {
@@ -40,21 +45,36 @@ static void plan_clear(gemm_plan *p) {
     if (p->la) cublasLtMatrixLayoutDestroy(p->la);
     if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
     if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    cuda_half_cache hc = p->hc;
     memset(p, 0, sizeof *p);
+    p->hc = hc;
 }
 
 static void plan_free(void *s) {
-    plan_clear(s);
-    free(s);
+    gemm_plan *p = s;
+    plan_clear(p);
+    cuda_half_cache_free(&p->hc);
+    free(p);
+}
+
+static gemm_plan *plan_of(rt_node_call *call) {
+    gemm_plan *p = *call->state;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p) return NULL;
+        *call->state = p;
+        *call->state_free = plan_free;
+    }
+    return p;
 }
 
 static kiln_status lt_fail(rt_node_call *call, cublasStatus_t s, const char *what) {
     return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuBLASLt %s failed: status %d", what, (int)s);
 }
 
-static kiln_status layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
-                          int64_t stride) {
-    if (cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld) != CUBLAS_STATUS_SUCCESS) return KILN_ERR_RUNTIME;
+static kiln_status layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
+                          int64_t batch, int64_t stride) {
+    if (cublasLtMatrixLayoutCreate(l, type, rows, cols, ld) != CUBLAS_STATUS_SUCCESS) return KILN_ERR_RUNTIME;
     if (batch > 1) {
         int32_t b = (int32_t)batch;
         cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
@@ -64,20 +84,16 @@ static kiln_status layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t col
 }
 
 /* Y (row-major [batch, M, N]) = alpha * opA(A) opB(B) (+ beta * Y) (+ bias[N]) with epilogue. */
-static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key, const float *A, const float *B,
+static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key, const void *A, const void *B,
                            float *Y, const float *bias, float alpha, float beta) {
-    gemm_plan *p = *call->state;
-    if (!p) {
-        p = calloc(1, sizeof *p);
-        if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
-        *call->state = p;
-        *call->state_free = plan_free;
-    }
+    gemm_plan *p = plan_of(call);
+    if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
     cublasStatus_t s;
     if (!p->valid || memcmp(&p->key, key, sizeof *key) != 0) {
         plan_clear(p);
         p->key = *key;
-        cublasComputeType_t ct = key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        cublasComputeType_t ct = key->tf32 && !key->fp16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        cudaDataType_t ab = key->fp16 ? CUDA_R_16F : CUDA_R_32F;
         if ((s = cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
             return lt_fail(call, s, "matmul descriptor");
         cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -87,11 +103,11 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
         int64_t M = key->m, N = key->n, K = key->k;
         /* cuBLASLt's A = our B, its B = our A (see the file comment) */
-        if (layout(&p->la, key->tb ? (uint64_t)K : (uint64_t)N, key->tb ? (uint64_t)N : (uint64_t)K, key->tb ? K : N,
+        if (layout(&p->la, ab, key->tb ? (uint64_t)K : (uint64_t)N, key->tb ? (uint64_t)N : (uint64_t)K, key->tb ? K : N,
                    key->batch, key->sb) != KILN_OK ||
-            layout(&p->lb, key->ta ? (uint64_t)M : (uint64_t)K, key->ta ? (uint64_t)K : (uint64_t)M, key->ta ? M : K,
+            layout(&p->lb, ab, key->ta ? (uint64_t)M : (uint64_t)K, key->ta ? (uint64_t)K : (uint64_t)M, key->ta ? M : K,
                    key->batch, key->sa) != KILN_OK ||
-            layout(&p->lc, (uint64_t)N, (uint64_t)M, N, key->batch, M * N) != KILN_OK)
+            layout(&p->lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N, key->batch, M * N) != KILN_OK)
             return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuBLASLt layout creation failed");
         if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
         cublasLtMatmulPreference_t pref;
@@ -138,6 +154,24 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                        c->workspace, c->workspace_bytes, c->stream);
     if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(call, s, "matmul");
     return KILN_OK;
+}
+
+/* lt_gemm with FP16 operands when the backend runs FP16: A and B (inputs ia, ib of the
+ * node) converted to half (cuda_fp16.c), the result still float32. */
+static kiln_status run_gemm(cuda_ctx *c, rt_node_call *call, gemm_key *key, const rt_tensor *a, int32_t ia,
+                            const rt_tensor *b, int32_t ib, float *Y, const float *bias, float alpha, float beta) {
+    key->fp16 = c->fp16;
+    if (!c->fp16) return lt_gemm(c, call, key, a->data, b->data, Y, bias, alpha, beta);
+    gemm_plan *p = plan_of(call);
+    if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
+    const void *ha, *hb;
+    void *sa = NULL, *sb = NULL;
+    kiln_status st = cuda_half_operand(c, call, &p->hc, ia, a, &ha, &sa);
+    if (st == KILN_OK) st = cuda_half_operand(c, call, &p->hc, ib, b, &hb, &sb);
+    if (st == KILN_OK) st = lt_gemm(c, call, key, ha, hb, Y, bias, alpha, beta);
+    cuda_scratch_free(c, sa);
+    cuda_scratch_free(c, sb);
+    return st;
 }
 
 /* Fused activation from the kiln_activation mark: -1 none; sets *relu when the GEMM
@@ -216,7 +250,7 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     }
     key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    st = lt_gemm(c, call, &key, a->data, b->data, y->data, bias ? bias->data : NULL, 1.f, beta);
+    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias ? bias->data : NULL, 1.f, beta);
     if (st == KILN_OK && act >= 0 && !relu)
         st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");
@@ -268,7 +302,7 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
     }
     key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    st = lt_gemm(c, call, &key, a->data, b->data, y->data, bias, alpha, gemm_beta);
+    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias, alpha, gemm_beta);
     if (st == KILN_OK && act >= 0 && !relu)
         st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");

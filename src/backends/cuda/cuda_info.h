@@ -3,8 +3,9 @@
  * The engine format records these fields when it builds for the cuda backend and
  * compares them when it loads (cuda_info_compat): an engine tuned for one GPU
  * architecture or built against other library versions is refused with a message that
- * names both sides and says to rebuild. cuda_info_query needs a GPU; the comparison and
- * formatting functions are plain host code (unit-tested without a GPU).
+ * names both sides and says to rebuild. cuda_info_query needs a GPU (cuda_info.c, CUDA
+ * builds only); the comparison, formatting and META encoding are plain host code in
+ * src/engine/engine_gpu_info.c, compiled in every build and unit-tested without a GPU.
  */
 #ifndef KILN_BACKENDS_CUDA_CUDA_INFO_H
 #define KILN_BACKENDS_CUDA_CUDA_INFO_H
@@ -42,5 +43,16 @@ const char *cuda_info_describe(const cuda_device_info *info, char *buf, size_t s
  * KILN_ERR_UNSUPPORTED with a message naming the field, both values and the fix
  * (rebuild the engine on this machine). */
 kiln_status cuda_info_compat(const cuda_device_info *built, const cuda_device_info *here, kiln_error *err);
+
+/* The info as an engine's META strings (src/engine/format.h) and back. describe, compat
+ * and these live in src/engine/engine_gpu_info.c, compiled in every build. */
+typedef struct cuda_info_meta {
+    char gpu_arch[300], cuda_version[32], cublas_version[16], cudnn_version[16];
+} cuda_info_meta;
+void cuda_info_to_meta(const cuda_device_info *info, cuda_info_meta *m);
+/* KILN_ERR_UNSUPPORTED when gpu_arch is empty (a CPU engine), KILN_ERR_FORMAT when a
+ * string does not parse. */
+kiln_status cuda_info_from_meta(const char *gpu_arch, const char *cuda_version, const char *cublas_version,
+                                const char *cudnn_version, cuda_device_info *info, kiln_error *err);
 
 #endif

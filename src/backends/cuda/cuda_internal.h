@@ -76,6 +76,24 @@ bool cuda_host_i64s(const rt_value *v, int64_t *out, int32_t max, int32_t *n);
 const rt_tensor *cuda_fused_input(rt_node_call *call, const char *attr, uint64_t count, int32_t *index,
                                   kiln_status *st);
 
+/* Stream-ordered device scratch (cudaMallocAsync/cudaFreeAsync on the backend stream). */
+kiln_status cuda_scratch_alloc(cuda_ctx *c, uint64_t bytes, void **p, kiln_error *err);
+void cuda_scratch_free(cuda_ctx *c, void *p);
+
+/* ---- cuda_fp16.c: half operands of FP16 GEMMs/convolutions ---- */
+#define CUDA_HALF_SLOTS 3
+/* Half copies of a node's constant inputs (weights), made once; kept in the node state. */
+typedef struct cuda_half_cache {
+    const void *src[CUDA_HALF_SLOTS];
+    void *half[CUDA_HALF_SLOTS];
+    uint64_t count[CUDA_HALF_SLOTS];
+} cuda_half_cache;
+void cuda_half_cache_free(cuda_half_cache *hc);
+/* Half view of float32 input k: the cached copy for a constant input, else a per-run
+ * conversion into *scratch (free it with cuda_scratch_free after the node's work). */
+kiln_status cuda_half_operand(cuda_ctx *c, rt_node_call *call, cuda_half_cache *hc, int32_t k, const rt_tensor *t,
+                              const void **out, void **scratch);
+
 /* ---- run functions ---- */
 kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_binary(cuda_ctx *c, rt_node_call *call);

@@ -310,6 +310,19 @@ __global__ void k_bias_act(float *__restrict__ y, const float *__restrict__ bias
     }
 }
 
+/* FP16 GEMM/conv results back to float32 with the node's fused epilogue:
+ * y = act(half(yh) + bias[c] + res) (bias/res optional; act -1 for none). */
+__global__ void k_half_epilogue(const __half *__restrict__ yh, float *__restrict__ y, const float *__restrict__ res,
+                                const float *__restrict__ bias, int64_t total, int64_t c, int64_t hw, int act, float a,
+                                float b) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = __half2float(yh[i]);
+        if (bias) v += bias[(i / hw) % c];
+        if (res) v += res[i];
+        y[i] = act >= 0 ? unary_f(act, v, a, b) : v;
+    }
+}
+
 inline cudaStream_t S(void *s) { return (cudaStream_t)s; }
 
 }  // namespace
@@ -423,5 +436,14 @@ extern "C" int cuda_k_bias_act(float *y, const float *bias, int64_t n, int64_t c
                                float beta, void *stream) {
     int64_t total = n * c * hw;
     if (total > 0) k_bias_act<<<grid_for(total), kBlock, 0, S(stream)>>>(y, bias, total, c, hw, act, alpha, beta);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cuda_k_half_epilogue(const void *yh, float *y, const float *res, const float *bias, int64_t n,
+                                    int64_t c, int64_t hw, int act, float alpha, float beta, void *stream) {
+    int64_t total = n * c * hw;
+    if (total > 0)
+        k_half_epilogue<<<grid_for(total), kBlock, 0, S(stream)>>>((const __half *)yh, y, res, bias, total, c, hw, act,
+                                                                    alpha, beta);
     return (int)cudaGetLastError();
 }

@@ -67,6 +67,10 @@ int cuda_k_cast(const void *x, int src, void *y, int dst, int64_t n, void *strea
 /* y[n, c, hw] = act(y + bias[c]) in place; act is a cuda_unary_op or -1 for none. */
 int cuda_k_bias_act(float *y, const float *bias, int64_t n, int64_t c, int64_t hw, int act, float alpha, float beta,
                     void *stream);
+/* FP16 convolution results to float32 with the fused epilogue, one pass:
+ * y[n, c, hw] = act(yh + bias[c] + res) (yh is __half; bias/res may be NULL, act -1). */
+int cuda_k_half_epilogue(const void *yh, float *y, const float *res, const float *bias, int64_t n, int64_t c,
+                         int64_t hw, int act, float alpha, float beta, void *stream);
 
 #ifdef __cplusplus
 }
