@@ -16,72 +16,8 @@
 #include "build/passes/passes.h"
 #include "runtime/session.h"
 
-/* ---- tiny graph builder ---------------------------------------------------------------- */
+#include "graph_builder.h"
 
-static ir_model *new_model(void) {
-    ir_model *m = ir_model_new();
-    m->opsets = ARENA_ARRAY(&m->arena, ir_opset, 1);
-    m->opsets[0].domain = "";
-    m->opsets[0].version = 17;
-    m->n_opsets = 1;
-    m->graph = ir_graph_new(m, NULL, "main");
-    return m;
-}
-
-static int32_t *id_list(ir_graph *g, const char *const *names, int n) {
-    int32_t *ids = ARENA_ARRAY(&g->model->arena, int32_t, n > 0 ? n : 1);
-    for (int i = 0; i < n; i++) ids[i] = names[i][0] ? ir_graph_value(g, names[i]) : IR_NONE;
-    return ids;
-}
-
-static ir_node *add_node(ir_graph *g, const char *op, const char *name, const char *const *ins, int n_in,
-                         const char *const *outs, int n_out) {
-    int32_t id = ir_graph_add_node(g);
-    ir_node *n = ir_graph_node(g, id);
-    n->op_type = op;
-    n->name = name;
-    n->domain = "";
-    n->opset = 17;
-    n->inputs = id_list(g, ins, n_in);
-    n->n_inputs = n_in;
-    n->outputs = id_list(g, outs, n_out);
-    n->n_outputs = n_out;
-    for (int i = 0; i < n_out; i++)
-        if (n->outputs[i] >= 0) g->values[n->outputs[i]].producer = id;
-    return n;
-}
-
-static ir_attr *add_attrs(ir_graph *g, ir_node *n, int count) {
-    n->attrs = ARENA_ARRAY(&g->model->arena, ir_attr, count);
-    n->n_attrs = count;
-    return n->attrs;
-}
-
-static void set_io(ir_graph *g, const char *const *ins, int n_in, const char *const *outs, int n_out) {
-    g->inputs = id_list(g, ins, n_in);
-    g->n_inputs = n_in;
-    for (int i = 0; i < n_in; i++) g->values[g->inputs[i]].flags |= IR_VALUE_GRAPH_INPUT;
-    g->outputs = id_list(g, outs, n_out);
-    g->n_outputs = n_out;
-}
-
-__attribute__((unused)) static void set_type(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims,
-                     const char *const *syms) {
-    ir_value *v = &g->values[ir_graph_value(g, name)];
-    v->type.kind = IR_TYPE_TENSOR;
-    v->type.dtype = dt;
-    v->type.rank = rank;
-    v->type.dims = ARENA_ARRAY(&g->model->arena, ir_dim, rank > 0 ? rank : 1);
-    for (int i = 0; i < rank; i++) {
-        if (syms && syms[i]) {
-            v->type.dims[i].kind = IR_DIM_SYM;
-            v->type.dims[i].sym = ir_sym_leaf(g->model, syms[i]);
-        } else {
-            v->type.dims[i].kind = IR_DIM_CONST;
-            v->type.dims[i].value = dims[i];
-        }
-    }
-}
 
 __attribute__((unused)) static void float_tensor(rt_value *v, int rank, const int64_t *dims, const float *data) {
     rt_value_init(v);
