@@ -77,13 +77,9 @@ kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options
     (void)opts;
     ir_graph *g = model->graph;
     pass_uses u;
-    kiln_status st = pass_uses_compute(g, &u, err);
+    bool *dead = NULL;
+    kiln_status st = pass_begin(g, &u, &dead, err);
     if (st != KILN_OK) return st;
-    bool *dead = calloc((size_t)g->n_nodes + 1, sizeof *dead);
-    if (!dead) {
-        pass_uses_free(&u);
-        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in a graph pass");
-    }
     int32_t fused = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ir_node *p = &g->nodes[i];

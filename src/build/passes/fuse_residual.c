@@ -67,13 +67,9 @@ static bool add_input_attr(ir_model *model, ir_node *p, int32_t v, const char *n
 static kiln_status fuse_round(ir_model *model, int32_t *fused_out, kiln_error *err) {
     ir_graph *g = model->graph;
     pass_uses u;
-    kiln_status st = pass_uses_compute(g, &u, err);
+    bool *dead = NULL;
+    kiln_status st = pass_begin(g, &u, &dead, err);
     if (st != KILN_OK) return st;
-    bool *dead = calloc((size_t)g->n_nodes + 1, sizeof *dead);
-    if (!dead) {
-        pass_uses_free(&u);
-        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in a graph pass");
-    }
     int32_t fused = 0;
     for (int32_t j = 0; j < g->n_nodes; j++) {
         ir_node *add = &g->nodes[j];

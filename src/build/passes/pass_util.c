@@ -165,3 +165,14 @@ int32_t pass_new_initializer(ir_graph *g, const char *base, const rt_tensor *t, 
     if (pass_set_initializer(g, v, t, err) != KILN_OK) return IR_NONE;
     return v;
 }
+
+kiln_status pass_begin(const ir_graph *g, pass_uses *u, bool **dead, kiln_error *err) {
+    kiln_status st = pass_uses_compute(g, u, err);
+    if (st != KILN_OK) return st;
+    *dead = calloc((size_t)g->n_nodes + 1, sizeof **dead);
+    if (!*dead) {
+        pass_uses_free(u);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in a graph pass");
+    }
+    return KILN_OK;
+}

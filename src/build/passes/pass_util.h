@@ -20,6 +20,9 @@ typedef struct pass_uses {
 
 kiln_status pass_uses_compute(const ir_graph *g, pass_uses *u, kiln_error *err);
 void pass_uses_free(pass_uses *u);
+/* The common start of a rewriting pass: use counts of g's values (pass_uses_compute) and
+ * a zeroed dead-node mask of g->n_nodes + 1 entries (free both when done). */
+kiln_status pass_begin(const ir_graph *g, pass_uses *u, bool **dead, kiln_error *err);
 
 /* Every node input reading `from` reads `to` instead. */
 void pass_replace_uses(ir_graph *g, int32_t from, int32_t to);
