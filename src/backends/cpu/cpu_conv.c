@@ -17,22 +17,40 @@
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
 
 typedef struct conv_state {
     float *col;
     size_t col_cap; /* floats */
+    /* Constant weights packed once for cpu_sgemm_packed (one per group), keyed by the
+     * weight data pointer and shape so a changed binding repacks. */
+    cpu_gemm_packed *packed;
+    int64_t n_packed, packed_M, packed_K;
+    const float *packed_src;
+    cpu_gemm_scratch scratch;
 } conv_state;
+
+static void conv_packed_clear(conv_state *s) {
+    for (int64_t i = 0; i < s->n_packed; i++) cpu_gemm_packed_free(&s->packed[i]);
+    free(s->packed);
+    s->packed = NULL;
+    s->n_packed = 0;
+}
 
 static void conv_state_free(void *p) {
     conv_state *s = p;
-    if (s) free(s->col);
+    if (s) {
+        free(s->col);
+        conv_packed_clear(s);
+        cpu_gemm_scratch_free(&s->scratch);
+    }
     free(s);
 }
 
 /* The node's scratch buffer (ctx->state non-NULL) with room for `n` floats; NULL on
  * out-of-memory. Grows only, so steady-state runs allocate nothing. */
-static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+static conv_state *conv_state_get(cpu_kernel_ctx *ctx) {
     conv_state *s = *ctx->state;
     if (!s) {
         s = calloc(1, sizeof *s);
@@ -40,6 +58,12 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
         *ctx->state = s;
         if (ctx->state_free) *ctx->state_free = conv_state_free;
     }
+    return s;
+}
+
+static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+    conv_state *s = conv_state_get(ctx);
+    if (!s) return NULL;
     if (n > s->col_cap) {
         float *p = kiln_realloc_array(s->col, (size_t)n, sizeof(float));
         if (!p) return NULL;
@@ -174,6 +198,29 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
         }
         if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
     }
+    /* Constant weights on an AVX2 machine: pack them once and use kiln's own GEMM
+     * (cpu_gemm_avx2.c says why); otherwise OpenBLAS through cpu_sgemm. */
+    conv_state *cs = NULL;
+    if (ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1)) {
+        cs = conv_state_get(ctx);
+        if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+        if (cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
+            conv_packed_clear(cs);
+            cs->packed = calloc((size_t)group, sizeof *cs->packed);
+            if (!cs->packed) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory packing Conv weights");
+            cs->n_packed = group;
+            for (int64_t gi = 0; gi < group; gi++) {
+                st = cpu_gemm_pack_a(Wt + gi * Mg * Kdim, Kdim, Mg, Kdim, &cs->packed[gi], ctx->err);
+                if (st != KILN_OK) {
+                    conv_packed_clear(cs);
+                    return st;
+                }
+            }
+            cs->packed_src = Wt;
+            cs->packed_M = Mg;
+            cs->packed_K = Kdim;
+        }
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t gi = 0; gi < group; gi++) {
             const float *xg = X + (n * C + gi * Cg) * IS;
@@ -186,8 +233,16 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
             if (e.bias) e.bias += gi * Mg;
             if (e.residual) e.residual += (n * M + gi * Mg) * OS;
             e.ld_res = OS;
-            cpu_sgemm(ctx->pool, false, false, Mg, OS, Kdim, 1.f, Wt + gi * Mg * Kdim, Kdim, B, OS, 0.f,
-                      Y + (n * M + gi * Mg) * OS, OS, &e);
+            if (cs) {
+                st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,
+                                      Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                if (st != KILN_OK) {
+                    if (col_owned) free(col);
+                    return st;
+                }
+            } else
+                cpu_sgemm(ctx->pool, false, false, Mg, OS, Kdim, 1.f, Wt + gi * Mg * Kdim, Kdim, B, OS, 0.f,
+                          Y + (n * M + gi * Mg) * OS, OS, &e);
         }
     }
     if (col_owned) free(col);

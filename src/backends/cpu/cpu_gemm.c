@@ -17,14 +17,36 @@
  * the pool: correct, vectorised by the compiler, but several times slower.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 
 #if KILN_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
+
+/* ---- helpers for the packed path (cpu_gemm_packed.h) ------------------------------- */
+
+bool cpu_gemm_packed_supported(void) {
+    /* KILN_GEMM=blas forces OpenBLAS everywhere (A/B measurements, bisecting). */
+    const char *force = getenv("KILN_GEMM");
+    if (force && !strcmp(force, "blas")) return false;
+    uint32_t f = cpu_features();
+    return (f & CPU_FEATURE_AVX2) && (f & CPU_FEATURE_FMA);
+}
+
+bool cpu_input_is_const(const cpu_kernel_ctx *ctx, int32_t i) {
+    const ir_node *n = ctx->node;
+    const ir_graph *g = ctx->graph;
+    if (!n || !g || i < 0 || i >= n->n_inputs) return false;
+    int32_t id = n->inputs[i];
+    if (id < 0 || id >= g->n_values) return false;
+    const ir_value *v = &g->values[id];
+    return v->init != NULL && !(v->flags & IR_VALUE_GRAPH_INPUT);
+}
 
 /* ---- epilogue ------------------------------------------------------------------------ */
 

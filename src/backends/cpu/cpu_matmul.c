@@ -9,8 +9,55 @@
  */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
+
+/* ---- packed constant B (per-node state) ---------------------------------------------- */
+
+/* A constant 2-D B (BERT's projection and FFN weights) is packed once per node for
+ * cpu_sgemm_packed, keyed by its data pointer and shape. */
+typedef struct mm_state {
+    cpu_gemm_packed pb;
+    const float *src;
+    cpu_gemm_scratch scratch;
+} mm_state;
+
+static void mm_state_free(void *p) {
+    mm_state *s = p;
+    if (s) {
+        cpu_gemm_packed_free(&s->pb);
+        cpu_gemm_scratch_free(&s->scratch);
+    }
+    free(s);
+}
+
+/* The node's state with B packed, or NULL when the packed path does not apply. Sets
+ * *st on failure (then returns NULL). */
+static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, kiln_status *st) {
+    *st = KILN_OK;
+    if (!ctx->state || !cpu_gemm_packed_supported() || !cpu_input_is_const(ctx, 1)) return NULL;
+    mm_state *s = *ctx->state;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) {
+            *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the MatMul state");
+            return NULL;
+        }
+        *ctx->state = s;
+        if (ctx->state_free) *ctx->state_free = mm_state_free;
+    }
+    if (s->src != B || s->pb.K != K || s->pb.rows != N || !s->pb.data) {
+        cpu_gemm_packed_free(&s->pb);
+        s->src = NULL;
+        *st = cpu_gemm_pack_b(B, N, K, N, &s->pb, ctx->err);
+        if (*st != KILN_OK) return NULL;
+        s->src = B;
+    }
+    return s;
+}
 
 /* ---- shapes -------------------------------------------------------------------------- */
 
@@ -205,6 +252,13 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     bool a_full = true;
     for (int32_t i = 0; i < s.batch_rank; i++)
         if (s.a_stride[i] == 0 && s.batch[i] != 1) a_full = false;
+    if (s.b_shared && a_full && b->rank == 2) {
+        mm_state *ms = mm_packed_b(ctx, B, s.K, s.N, &st);
+        if (st != KILN_OK) return st;
+        if (ms)
+            return cpu_sgemm_packed(ctx->pool, s.n_batch * s.M, s.N, s.K, NULL, A, s.K, &ms->pb, NULL, 0, Y, s.N, &ep,
+                                    &ms->scratch, ctx->err);
+    }
     if (s.b_shared && a_full) {
         cpu_sgemm(ctx->pool, false, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, 0.f, Y, s.N, &ep);
         return KILN_OK;
