@@ -73,6 +73,58 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
     return s->col;
 }
 
+/* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
+
+/* Packs panel `panel` (16 output positions) of the virtual im2col matrix, rows [k0,
+ * k0+kc), straight from the image: the 16 positions are split into runs that share an
+ * output row, so each run is one contiguous (stride 1) or strided read per kernel tap. */
+typedef struct conv_pack_ctx {
+    const cpu_conv_geom *g;
+    const float *x; /* this image and group: [Cg, H, W] */
+} conv_pack_ctx;
+
+static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst) {
+    const conv_pack_ctx *pc = user;
+    const cpu_conv_geom *g = pc->g;
+    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], OS = g->out_size, KH = g->k[0], KW = g->k[1];
+    int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1], pt = g->pad0[0], pl = g->pad0[1];
+    int64_t p0 = panel * 16;
+    int64_t seg_oh[16], seg_ow[16], seg_j[16], seg_len[16];
+    int ns = 0;
+    for (int64_t j = 0; j < 16 && p0 + j < OS;) {
+        int64_t p = p0 + j, oh = p / OW, ow = p % OW, len = OW - ow;
+        if (len > 16 - j) len = 16 - j;
+        if (len > OS - p) len = OS - p;
+        seg_oh[ns] = oh;
+        seg_ow[ns] = ow;
+        seg_j[ns] = j;
+        seg_len[ns++] = len;
+        j += len;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        int64_t r = k0 + k, c = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+        float *d = dst + k * 16;
+        memset(d, 0, 16 * sizeof(float));
+        const float *xc = pc->x + c * H * W;
+        for (int s = 0; s < ns; s++) {
+            int64_t ih = seg_oh[s] * sh + kh * dh - pt;
+            if (ih < 0 || ih >= H) continue;
+            const float *row = xc + ih * W;
+            int64_t iw0 = seg_ow[s] * sw + kw * dw - pl, len = seg_len[s];
+            float *ds = d + seg_j[s];
+            if (iw0 >= 0 && iw0 + (len - 1) * sw < W) {
+                if (sw == 1) memcpy(ds, row + iw0, (size_t)len * sizeof(float));
+                else
+                    for (int64_t t = 0; t < len; t++) ds[t] = row[iw0 + t * sw];
+            } else
+                for (int64_t t = 0; t < len; t++) {
+                    int64_t iw = iw0 + t * sw;
+                    if (iw >= 0 && iw < W) ds[t] = row[iw];
+                }
+        }
+    }
+}
+
 /* ---- depthwise ----------------------------------------------------------------------- */
 
 typedef struct dw_job {
@@ -184,20 +236,6 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     bool pointwise = true;
     for (int32_t i = 0; i < nsp; i++)
         if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
-    float *col = NULL;
-    bool col_owned = false;
-    if (!pointwise) {
-        uint64_t need;
-        if (kiln_mul_overflow_u64((uint64_t)Kdim, (uint64_t)OS, &need) || need > (1ull << 34))
-            return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "im2col buffer of %lld x %lld floats is too large",
-                                   (long long)Kdim, (long long)OS);
-        if (ctx->state) col = conv_scratch(ctx, need);
-        else {
-            col = kiln_realloc_array(NULL, (size_t)need, sizeof(float));
-            col_owned = true;
-        }
-        if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
-    }
     /* Constant weights on an AVX2 machine: pack them once and use kiln's own GEMM
      * (cpu_gemm_avx2.c says why); otherwise OpenBLAS through cpu_sgemm. */
     conv_state *cs = NULL;
@@ -221,11 +259,27 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
             cs->packed_K = Kdim;
         }
     }
+    float *col = NULL;
+    bool col_owned = false;
+    /* 2-D with packed weights: B panels are packed straight from the image (no im2col) */
+    bool implicit = cs && nsp == 2 && !pointwise;
+    if (!pointwise && !implicit) {
+        uint64_t need;
+        if (kiln_mul_overflow_u64((uint64_t)Kdim, (uint64_t)OS, &need) || need > (1ull << 34))
+            return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "im2col buffer of %lld x %lld floats is too large",
+                                   (long long)Kdim, (long long)OS);
+        if (ctx->state) col = conv_scratch(ctx, need);
+        else {
+            col = kiln_realloc_array(NULL, (size_t)need, sizeof(float));
+            col_owned = true;
+        }
+        if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t gi = 0; gi < group; gi++) {
             const float *xg = X + (n * C + gi * Cg) * IS;
             const float *B = xg;
-            if (!pointwise) {
+            if (!pointwise && !implicit) {
                 cpu_im2col(ctx->pool, &g, xg, Cg, col);
                 B = col;
             }
@@ -233,7 +287,12 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
             if (e.bias) e.bias += gi * Mg;
             if (e.residual) e.residual += (n * M + gi * Mg) * OS;
             e.ld_res = OS;
-            if (cs) {
+            if (implicit) {
+                conv_pack_ctx pc = {&g, xg};
+                st = cpu_sgemm_packed_a_fn(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], conv_pack_b, &pc,
+                                           Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                if (st != KILN_OK) return st;
+            } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,
                                       Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
                 if (st != KILN_OK) {

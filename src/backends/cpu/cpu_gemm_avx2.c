@@ -279,6 +279,47 @@ static float *scratch_get(cpu_gemm_scratch *s, int64_t n) {
     return s->data;
 }
 
+static kiln_status run_tasks(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *PA,
+                             const float *PB, float *C, int64_t ldc, const cpu_epilogue *ep) {
+    int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
+    gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, PA, PB, C, ldc, ep};
+    j.m_blocks = (Mpad / MR + MC_PANELS - 1) / MC_PANELS;
+    j.n_blocks = (Npad / NR + NC_PANELS - 1) / NC_PANELS;
+    cpu_parallel_for(pool, j.m_blocks * j.n_blocks, 1, gemm_tasks_run, &j);
+    return KILN_OK;
+}
+
+typedef struct fn_pack_job {
+    cpu_gemm_pack_b_fn fn;
+    void *user;
+    int64_t K, Npad;
+    float *dst;
+} fn_pack_job;
+
+static void fn_pack_run(void *user, int64_t p0, int64_t p1) {
+    const fn_pack_job *j = user;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+            j->fn(j->user, p, k0, kc, j->dst + k0 * j->Npad + p * NR * kc);
+        }
+}
+
+kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                                  cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
+                                  const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err) {
+    int64_t Npad = round_up(N, NR);
+    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
+                            (long long)K);
+    if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+    float *d = scratch_get(scratch, Npad * K);
+    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    fn_pack_job j = {pack_b, pack_user, K, Npad, d};
+    cpu_parallel_for(pool, Npad / NR, 2, fn_pack_run, &j);
+    return run_tasks(pool, M, N, K, pa->data, d, C, ldc, ep);
+}
+
 kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
                              const float *A, int64_t lda, const cpu_gemm_packed *pb, const float *B, int64_t ldb,
                              float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
@@ -308,9 +349,5 @@ kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
         PA = d;
         PB = pb->data;
     }
-    gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, PA, PB, C, ldc, ep};
-    j.m_blocks = (Mpad / MR + MC_PANELS - 1) / MC_PANELS;
-    j.n_blocks = (Npad / NR + NC_PANELS - 1) / NC_PANELS;
-    cpu_parallel_for(pool, j.m_blocks * j.n_blocks, 1, gemm_tasks_run, &j);
-    return KILN_OK;
+    return run_tasks(pool, M, N, K, PA, PB, C, ldc, ep);
 }

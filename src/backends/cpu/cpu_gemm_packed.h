@@ -55,4 +55,14 @@ kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                              float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
                              kiln_error *err);
 
+/* Packs the 16 columns [panel*16, panel*16+16) of rows [k0, k0+kc) of the implicit B
+ * matrix into dst[kc][16] (columns past N zero). Called concurrently for different panels. */
+typedef void (*cpu_gemm_pack_b_fn)(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst);
+
+/* As cpu_sgemm_packed with a packed A, but B is never materialised: pack_b produces its
+ * panels (Conv: straight from the image, no im2col buffer). */
+kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                                  cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
+                                  const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err);
+
 #endif
