@@ -101,11 +101,26 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
         seg_len[ns++] = len;
         j += len;
     }
+    /* the row index r = (c, kh, kw) advances as an odometer: no divisions per row */
+    int64_t c = k0 / (KH * KW), kh = (k0 / KW) % KH, kw = k0 % KW;
+    bool one_seg = ns == 1 && seg_len[0] == 16;
     for (int64_t k = 0; k < kc; k++) {
-        int64_t r = k0 + k, c = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
         float *d = dst + k * 16;
-        memset(d, 0, 16 * sizeof(float));
         const float *xc = pc->x + c * H * W;
+        if (one_seg) {
+            /* the common case: 16 positions on one output row */
+            int64_t ih = seg_oh[0] * sh + kh * dh - pt, iw0 = seg_ow[0] * sw + kw * dw - pl;
+            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
+                const float *src = xc + ih * W + iw0;
+                if (sw == 1) memcpy(d, src, 16 * sizeof(float));
+                else if (sw == 2)
+                    for (int t = 0; t < 16; t++) d[t] = src[2 * t];
+                else
+                    for (int t = 0; t < 16; t++) d[t] = src[t * sw];
+                goto next;
+            }
+        }
+        memset(d, 0, 16 * sizeof(float));
         for (int s = 0; s < ns; s++) {
             int64_t ih = seg_oh[s] * sh + kh * dh - pt;
             if (ih < 0 || ih >= H) continue;
@@ -121,6 +136,14 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
                     int64_t iw = iw0 + t * sw;
                     if (iw >= 0 && iw < W) ds[t] = row[iw];
                 }
+        }
+    next:
+        if (++kw == KW) {
+            kw = 0;
+            if (++kh == KH) {
+                kh = 0;
+                c++;
+            }
         }
     }
 }

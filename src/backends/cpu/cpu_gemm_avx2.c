@@ -9,11 +9,12 @@
  * ("CPU runtime vs ONNX Runtime", perf round) and in the header of bench/bench_layers.c.
  * OpenBLAS stays the path for every GEMM without a constant operand (cpu_sgemm).
  *
- * Layout. KC = 256 deep k-blocks. A packed: for the k-block starting at k0 (length kc),
+ * Layout. k-blocks of at most KC = 320 (kc_block: equal depths). A packed: for the k-block
+ * starting at k0 (length kc),
  * panel p of 6 rows lives at data + k0*Mpad + p*6*kc, element (k, i) at +k*6+i, rows past
  * M zero. B packed likewise with 16-column panels: data + k0*Npad + p*16*kc + k*16 + j.
  * So a 6x16 microkernel call streams a 6*kc A panel (from L2) against a 16*kc B panel
- * (16 KiB, stays in L1 across the inner loop over A panels).
+ * (up to 20 KiB, stays in L1 across the inner loop over A panels).
  *
  * Threading: the output is cut into tasks of up to MC_PANELS A panels x NC_PANELS B
  * panels, spread over kiln's pool (OpenBLAS is not involved, so no oversubscription).
@@ -29,11 +30,19 @@
 
 #define MR 6
 #define NR 16
-#define KC 256
+#define KC 320
 #define MC_PANELS 12 /* 72 rows: a 72x256 A block is 72 KiB, fits L2 */
 #define NC_PANELS 8  /* 128 columns */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* k-block depth: K split into equal blocks of at most KC (576 -> 2 x 288, not 256+256+64:
+ * a short last block costs a full read-modify-write of C for little work). Every packer
+ * and the driver use the same function, so the layouts agree. */
+static int64_t kc_block(int64_t K) {
+    int64_t nb = (K + KC - 1) / KC;
+    return nb > 0 ? (K + nb - 1) / nb : 1;
+}
 
 static float *alloc_floats(int64_t n) {
     size_t bytes = (size_t)n * sizeof(float);
@@ -59,8 +68,8 @@ typedef struct pack_job {
 static void pack_a_run(void *user, int64_t p0, int64_t p1) {
     const pack_job *j = user;
     for (int64_t p = p0; p < p1; p++)
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
-            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
             float *d = j->dst + k0 * j->pad + p * MR * kc;
             for (int i = 0; i < MR; i++) {
                 int64_t r = p * MR + i;
@@ -78,8 +87,8 @@ static void pack_b_run(void *user, int64_t p0, int64_t p1) {
     const pack_job *j = user;
     for (int64_t p = p0; p < p1; p++) {
         int64_t c0 = p * NR, w = j->rows - c0 < NR ? j->rows - c0 : NR;
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
-            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
             float *d = j->dst + k0 * j->pad + p * NR * kc;
             const float *s = j->src + k0 * j->ld + c0;
             if (w == NR)
@@ -144,35 +153,86 @@ void cpu_gemm_scratch_free(cpu_gemm_scratch *s) {
 
 /* ---- microkernel --------------------------------------------------------------------- */
 
-/* t[6][16] = a_panel[kc][6] * b_panel[kc][16]. */
-static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t) {
+/* One output row of a full tile: add C (later k-blocks), then on the last k-block the
+ * fusable epilogue (bias, residual, ReLU), and store. */
+static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
+                           int64_t m, int64_t n0) {
+    if (accumulate) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+    }
+    if (fuse) {
+        if (ep->bias_mode == CPU_BIAS_ROW) {
+            __m256 bv = _mm256_set1_ps(ep->bias[m]);
+            v0 = _mm256_add_ps(v0, bv);
+            v1 = _mm256_add_ps(v1, bv);
+        } else if (ep->bias_mode == CPU_BIAS_COL) {
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep->bias + n0));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep->bias + n0 + 8));
+        }
+        if (ep->residual) {
+            const float *r = ep->residual + m * ep->ld_res + n0;
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+        }
+        if (ep->act.kind == CPU_ACT_RELU) {
+            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+        }
+    }
+    _mm256_storeu_ps(c, v0);
+    _mm256_storeu_ps(c + 8, v1);
+}
+
+/* a_panel[kc][6] * b_panel[kc][16]. A full tile (c != NULL) goes straight to C at row m0,
+ * column n0 (row_out); otherwise the 6x16 result lands in t for store_tile. The k loop is
+ * unrolled by two: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
+static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, float *c, int64_t ldc, int64_t m0,
+                        int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
            c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
            c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
            c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        __m256 x;
-        x = _mm256_broadcast_ss(a + 0);
-        c00 = _mm256_fmadd_ps(x, b0, c00);
-        c01 = _mm256_fmadd_ps(x, b1, c01);
-        x = _mm256_broadcast_ss(a + 1);
-        c10 = _mm256_fmadd_ps(x, b0, c10);
-        c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a + 2);
-        c20 = _mm256_fmadd_ps(x, b0, c20);
-        c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a + 3);
-        c30 = _mm256_fmadd_ps(x, b0, c30);
-        c31 = _mm256_fmadd_ps(x, b1, c31);
-        x = _mm256_broadcast_ss(a + 4);
-        c40 = _mm256_fmadd_ps(x, b0, c40);
-        c41 = _mm256_fmadd_ps(x, b1, c41);
-        x = _mm256_broadcast_ss(a + 5);
-        c50 = _mm256_fmadd_ps(x, b0, c50);
-        c51 = _mm256_fmadd_ps(x, b1, c51);
-        a += MR;
-        b += NR;
+#define KSTEP(A, B)                                                                                                    \
+    do {                                                                                                               \
+        __m256 b0 = _mm256_load_ps(B), b1 = _mm256_load_ps((B) + 8), x;                                                \
+        x = _mm256_broadcast_ss((A) + 0);                                                                              \
+        c00 = _mm256_fmadd_ps(x, b0, c00);                                                                             \
+        c01 = _mm256_fmadd_ps(x, b1, c01);                                                                             \
+        x = _mm256_broadcast_ss((A) + 1);                                                                              \
+        c10 = _mm256_fmadd_ps(x, b0, c10);                                                                             \
+        c11 = _mm256_fmadd_ps(x, b1, c11);                                                                             \
+        x = _mm256_broadcast_ss((A) + 2);                                                                              \
+        c20 = _mm256_fmadd_ps(x, b0, c20);                                                                             \
+        c21 = _mm256_fmadd_ps(x, b1, c21);                                                                             \
+        x = _mm256_broadcast_ss((A) + 3);                                                                              \
+        c30 = _mm256_fmadd_ps(x, b0, c30);                                                                             \
+        c31 = _mm256_fmadd_ps(x, b1, c31);                                                                             \
+        x = _mm256_broadcast_ss((A) + 4);                                                                              \
+        c40 = _mm256_fmadd_ps(x, b0, c40);                                                                             \
+        c41 = _mm256_fmadd_ps(x, b1, c41);                                                                             \
+        x = _mm256_broadcast_ss((A) + 5);                                                                              \
+        c50 = _mm256_fmadd_ps(x, b0, c50);                                                                             \
+        c51 = _mm256_fmadd_ps(x, b1, c51);                                                                             \
+    } while (0)
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        _mm_prefetch((const char *)(a + 6 * 8), _MM_HINT_T0);
+        KSTEP(a, b);
+        KSTEP(a + MR, b + NR);
+        a += 2 * MR;
+        b += 2 * NR;
+    }
+    if (k < kc) KSTEP(a, b);
+#undef KSTEP
+    if (c) {
+        row_out(c + (m0 + 0) * ldc + n0, c00, c01, accumulate, fuse, ep, m0 + 0, n0);
+        row_out(c + (m0 + 1) * ldc + n0, c10, c11, accumulate, fuse, ep, m0 + 1, n0);
+        row_out(c + (m0 + 2) * ldc + n0, c20, c21, accumulate, fuse, ep, m0 + 2, n0);
+        row_out(c + (m0 + 3) * ldc + n0, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
+        row_out(c + (m0 + 4) * ldc + n0, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
+        row_out(c + (m0 + 5) * ldc + n0, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+        return;
     }
     _mm256_store_ps(t + 0, c00);
     _mm256_store_ps(t + 8, c01);
@@ -186,6 +246,30 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t) {
     _mm256_store_ps(t + 72, c41);
     _mm256_store_ps(t + 80, c50);
     _mm256_store_ps(t + 88, c51);
+}
+
+/* Right-edge tiles with at most 8 valid columns (ResNet stage 4: N = 49 = 3*16 + 1): half
+ * the FMAs of kernel_6x16; the 6x8 result lands in the first 8 columns of t. */
+static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(),
+           c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+        a += MR;
+        b += NR;
+    }
+    _mm256_store_ps(t + 0, c0);
+    _mm256_store_ps(t + 16, c1);
+    _mm256_store_ps(t + 32, c2);
+    _mm256_store_ps(t + 48, c3);
+    _mm256_store_ps(t + 64, c4);
+    _mm256_store_ps(t + 80, c5);
 }
 
 /* Writes (or adds, when accumulate) the mr x nr corner of tile t into C at (m0, n0); on
@@ -245,14 +329,17 @@ typedef struct gemm_task_job {
 static void gemm_tasks_run(void *user, int64_t t0, int64_t t1) {
     const gemm_task_job *j = user;
     _Alignas(64) float tile[MR * NR];
+    const cpu_epilogue *ep = j->ep;
+    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
+    bool fusable = has_ep && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU);
     for (int64_t t = t0; t < t1; t++) {
         int64_t mb = t % j->m_blocks, nb = t / j->m_blocks;
         int64_t mp0 = mb * MC_PANELS, mp1 = mp0 + MC_PANELS;
         int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS;
         if (mp1 * MR > j->Mpad) mp1 = j->Mpad / MR;
         if (np1 * NR > j->Npad) np1 = j->Npad / NR;
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
-            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
             bool first = k0 == 0, last = k0 + kc >= j->K;
             const float *abase = j->pa + k0 * j->Mpad, *bbase = j->pb + k0 * j->Npad;
             for (int64_t np = np0; np < np1; np++) {
@@ -262,8 +349,16 @@ static void gemm_tasks_run(void *user, int64_t t0, int64_t t1) {
                 for (int64_t mp = mp0; mp < mp1; mp++) {
                     int64_t m0 = mp * MR;
                     int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                    kernel_6x16(kc, abase + mp * MR * kc, b, tile);
-                    store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
+                    if (mr == MR && nr == NR) {
+                        /* full tile: stored by the kernel; non-fusable activations after */
+                        kernel_6x16(kc, abase + mp * MR * kc, b, NULL, j->C, j->ldc, m0, n0, !first,
+                                    last && fusable, j->ep);
+                        if (last && has_ep && !fusable) cpu_epilogue_apply(j->ep, j->C, j->ldc, m0, m0 + MR, n0, n0 + NR);
+                    } else {
+                        if (nr <= 8) kernel_6x8(kc, abase + mp * MR * kc, b, tile);
+                        else kernel_6x16(kc, abase + mp * MR * kc, b, tile, NULL, 0, 0, 0, false, false, NULL);
+                        store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
+                    }
                 }
             }
         }
@@ -299,8 +394,8 @@ typedef struct fn_pack_job {
 static void fn_pack_run(void *user, int64_t p0, int64_t p1) {
     const fn_pack_job *j = user;
     for (int64_t p = p0; p < p1; p++)
-        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
-            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
             j->fn(j->user, p, k0, kc, j->dst + k0 * j->Npad + p * NR * kc);
         }
 }
