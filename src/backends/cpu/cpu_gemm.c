@@ -201,6 +201,39 @@ static void gemm_rows_run(void *user, int64_t begin, int64_t end) {
 }
 #endif
 
+#if KILN_HAVE_OPENBLAS
+/* One chunk of a GEMM split over the pool, single-threaded OpenBLAS per chunk: chunks
+ * of 16-column groups (split_n) or of rows. */
+typedef struct blas_split_job {
+    const gemm_job *g;
+    bool split_n;
+    int64_t n_chunks;
+} blas_split_job;
+
+static void blas_split_run(void *user, int64_t c0, int64_t c1) {
+    const blas_split_job *s = user;
+    const gemm_job *j = s->g;
+    for (int64_t c = c0; c < c1; c++) {
+        if (s->split_n) {
+            int64_t groups = (j->N + 15) / 16, g0 = c * groups / s->n_chunks, g1 = (c + 1) * groups / s->n_chunks;
+            int64_t n0 = g0 * 16, n1 = g1 * 16 < j->N ? g1 * 16 : j->N;
+            if (n1 <= n0) continue;
+            const float *b = j->tb ? j->B + n0 * j->ldb : j->B + n0;
+            cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                        (blasint)j->M, (blasint)(n1 - n0), (blasint)j->K, j->alpha, j->A, (blasint)j->lda, b,
+                        (blasint)j->ldb, j->beta, j->C + n0, (blasint)j->ldc);
+        } else {
+            int64_t m0 = c * j->M / s->n_chunks, m1 = (c + 1) * j->M / s->n_chunks;
+            if (m1 <= m0) continue;
+            const float *a = j->ta ? j->A + m0 : j->A + m0 * j->lda;
+            cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                        (blasint)(m1 - m0), (blasint)j->N, (blasint)j->K, j->alpha, a, (blasint)j->lda, j->B,
+                        (blasint)j->ldb, j->beta, j->C + m0 * j->ldc, (blasint)j->ldc);
+        }
+    }
+}
+#endif
+
 static void epilogue_rows_run(void *user, int64_t begin, int64_t end) {
     const gemm_job *j = user;
     cpu_epilogue_apply(j->ep, j->C, j->ldc, begin, end, 0, j->N);
@@ -216,7 +249,13 @@ void cpu_sgemm(cpu_threadpool *pool, bool trans_a, bool trans_b, int64_t M, int6
             for (int64_t jj = 0; jj < N; jj++) C[i * ldc + jj] = beta == 0.f ? 0.f : beta * C[i * ldc + jj];
     } else {
 #if KILN_HAVE_OPENBLAS
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+        int nt = cpu_threadpool_size(pool);
+        if (pool && nt > 1 && cpu_gemm_packed_supported() && (double)M * (double)N * (double)K >= 262144.0) {
+            /* OpenBLAS has one thread here (cpu_threadpool.c says why): split over the pool */
+            blas_split_job s = {&j, N >= M, nt};
+            cpu_parallel_for(pool, nt, 1, blas_split_run, &s);
+        } else
+            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C,
                     (blasint)ldc);
 #else

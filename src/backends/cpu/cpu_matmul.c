@@ -210,6 +210,27 @@ static bool mm_dtype_ok(kiln_dtype dt) {
 
 /* ---- MatMul -------------------------------------------------------------------------- */
 
+typedef struct mm_batch_job {
+    const mm_shape *s;
+    const cpu_epilogue *ep;
+    const float *A, *B;
+    float *Y;
+    cpu_threadpool *pool;
+} mm_batch_job;
+
+static void mm_batch_run(void *user, int64_t t0, int64_t t1) {
+    const mm_batch_job *j = user;
+    const mm_shape *s = j->s;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t oa, ob;
+        mm_offsets(s, t, &oa, &ob);
+        cpu_epilogue e = *j->ep;
+        if (e.residual) e.residual += t * s->M * s->N;
+        cpu_sgemm(j->pool, false, false, s->M, s->N, s->K, 1.f, j->A + oa * s->M * s->K, s->K,
+                  j->B + ob * s->K * s->N, s->N, 0.f, j->Y + t * s->M * s->N, s->N, &e);
+    }
+}
+
 kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                        int32_t n_out) {
     const rt_tensor *a = cpu_in(inputs, n_in, 0), *b = cpu_in(inputs, n_in, 1);
@@ -263,14 +284,13 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
         cpu_sgemm(ctx->pool, false, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, 0.f, Y, s.N, &ep);
         return KILN_OK;
     }
-    for (int64_t t = 0; t < s.n_batch; t++) {
-        int64_t oa, ob;
-        mm_offsets(&s, t, &oa, &ob);
-        cpu_epilogue e = ep;
-        if (e.residual) e.residual += t * s.M * s.N;
-        cpu_sgemm(ctx->pool, false, false, s.M, s.N, s.K, 1.f, A + oa * s.M * s.K, s.K, B + ob * s.K * s.N, s.N, 0.f,
-                  Y + t * s.M * s.N, s.N, &e);
-    }
+    mm_batch_job bj = {&s, &ep, A, B, Y, ctx->pool};
+    if (s.n_batch > 1 && cpu_threadpool_size(ctx->pool) > 1 && cpu_gemm_packed_supported())
+        /* attention's per-head GEMMs: one batch entry per task; OpenBLAS is single-threaded
+         * in this mode (cpu_threadpool.c), and cpu_sgemm inside a worker runs inline */
+        cpu_parallel_for(ctx->pool, s.n_batch, 1, mm_batch_run, &bj);
+    else
+        mm_batch_run(&bj, 0, s.n_batch);
     return KILN_OK;
 }
 
