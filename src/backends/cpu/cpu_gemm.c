@@ -7,11 +7,16 @@
  *   64x3136x576 (3x3 conv)   81.6 / 148.6 / 130.6      128x768x768 (BERT)  67.7 / 132.2 / 130.9
  *   256x196x2304             80.1 / 108.6 / 104.8      1024x3072x768       69.4 / 138.4 / 138.2
  *   2048x49x512              51.6 /  73.9 /  75.2      2048^3              91.9 / 159.5 / 152.9
- * OpenBLAS's own threading is as fast or faster in every shape that matters, so kiln calls
- * BLAS once per GEMM from the calling thread with OpenBLAS's thread count equal to the
- * pool's size (the pool sets it through cpu_blas_set_threads when created), and kernels
- * never call BLAS from inside pool workers (that would oversubscribe the cores). The
- * epilogue then runs as one parallel pass over C.
+ * OpenBLAS's own threading was as fast or faster in every shape, so kiln used to call BLAS
+ * once per GEMM with OpenBLAS's thread count equal to the pool's size. Since kiln's own
+ * packed AVX2 GEMM (cpu_gemm_avx2.c) runs the constant-weight GEMMs on kiln's pool, that
+ * mix made OpenBLAS's idle workers busy-wait on the core the pool needed (BERT at 2
+ * threads ran slower than at 1). So when the packed GEMM is available, OpenBLAS gets one
+ * thread (cpu_threadpool.c) and cpu_sgemm splits each BLAS GEMM over the pool itself
+ * (the "split 2T" column: within ~10% of OpenBLAS's own threading), and MatMul runs
+ * batched GEMMs (attention heads) one batch entry per task. Kernels still never call
+ * cpu_sgemm from inside a pool worker except through that batch loop, where nested
+ * parallel loops run inline. The epilogue then runs as one parallel pass over C.
  *
  * Without OpenBLAS (KILN_HAVE_OPENBLAS=0) a portable loop is used, row blocks spread over
  * the pool: correct, vectorised by the compiler, but several times slower.

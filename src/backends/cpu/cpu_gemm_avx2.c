@@ -5,9 +5,17 @@
  * 2-core Zen 3 dev machine, reached only 52-68 GFLOP/s (1 thread) on the shapes that
  * dominate ResNet-50 and BERT (2048x49x512 stage-4 1x1 convs, 128x768x768 and
  * 128x3072x768 BERT projections), against ~92 GFLOP/s on 2048^3; its epilogue also needs
- * a second pass over C. The numbers measured for this file are in docs/BENCHMARKS.md
- * ("CPU runtime vs ONNX Runtime", perf round) and in the header of bench/bench_layers.c.
- * OpenBLAS stays the path for every GEMM without a constant operand (cpu_sgemm).
+ * a second pass over C. Quiet-machine GEMM microbenchmark, 1 thread, GFLOP/s, this path
+ * (including packing the per-call operand) / OpenBLAS (first version of this kernel):
+ *   64x3136x576  61 / 76 (B packed from a materialised im2col: Conv packs from the image
+ *                instead, see cpu_conv.c)      256x784x1152  90 / 91    512x196x2304  89 / 88
+ *   2048x49x512  73 / 71     512x49x4608  66 / 67     128x768x768  93 / 88
+ *   128x3072x768 86 / 87     1024x3072x768  93 / 92
+ * So it is on par with OpenBLAS on the GEMM itself; the gain is the per-node weight
+ * packing, the epilogue fused into the tile store and the im2col-free Conv packing.
+ * End-to-end numbers are in docs/BENCHMARKS.md ("CPU runtime vs ONNX Runtime", perf
+ * branch). OpenBLAS stays the path for every GEMM without a constant operand (cpu_sgemm),
+ * for Gemm nodes, and whenever AVX2+FMA is missing or KILN_GEMM=blas is set.
  *
  * Layout. k-blocks of at most KC = 320 (kc_block: equal depths). A packed: for the k-block
  * starting at k0 (length kc),
