@@ -151,7 +151,20 @@ int main(int argc, char **argv) {
                 attrs[n_attrs++].f = 6.f;
             }
         }
-        int32_t out_ids[1] = {0};
+        int32_t out_ids[1] = {4};
+        /* A tiny graph so kernels see which inputs are constant: input 1 (the weight of
+         * conv/matmul; not of bmm) is an initializer, as in the real models, which lets
+         * them use the packed-weight GEMM (cpu_gemm_packed.h). */
+        int32_t in_ids[4] = {0, 1, 2, 3};
+        ir_tensor dummy_init;
+        memset(&dummy_init, 0, sizeof dummy_init);
+        ir_value vals[5];
+        memset(vals, 0, sizeof vals);
+        if (strcmp(kind, "bmm") != 0) vals[1].init = &dummy_init;
+        ir_graph graph;
+        memset(&graph, 0, sizeof graph);
+        graph.values = vals;
+        graph.n_values = 5;
         ir_node node;
         memset(&node, 0, sizeof node);
         node.name = name;
@@ -162,11 +175,14 @@ int main(int argc, char **argv) {
         node.n_attrs = n_attrs;
         node.n_outputs = 1;
         node.outputs = out_ids;
+        node.n_inputs = n_in;
+        node.inputs = in_ids;
         void *state = NULL;
         void (*state_free)(void *) = NULL;
         cpu_kernel_ctx ctx;
         memset(&ctx, 0, sizeof ctx);
         ctx.node = &node;
+        ctx.graph = &graph;
         ctx.pool = pool;
         ctx.err = &err;
         ctx.state = &state;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "api/model_internal.h"
+#include "build/memplan.h"
 #include "cli/cli.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
@@ -172,6 +173,7 @@ int cli_run(int argc, char **argv) {
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
     so.profile = profile;
+    so.record_sizes = true; /* for the memory line: planned arena vs lower bound */
     so.backend = backend;
     so.no_tf32 = no_tf32;
     so.fp16 = fp16;
@@ -280,6 +282,22 @@ int cli_run(int argc, char **argv) {
         } else {
             printf("cuda graph: not used (%s)\n", rt_executor_device_graph_why(ex));
         }
+    }
+    {
+        /* Memory: the lifetime plan (build/memplan.c) over this run's real sizes, its lower
+         * bound, and what the executor's buffer pool really holds for intermediates. */
+        const uint64_t *sizes = rt_executor_value_sizes(rt_session_executor(s));
+        build_memplan plan;
+        kiln_error pe = {0};
+        if (sizes && build_memplan_graph(rt_session_model(s)->graph, sizes, &plan, &pe) == KILN_OK) {
+            rt_bufpool_stats bs = rt_executor_bufpool_stats(rt_session_executor(s));
+            printf("memory: planned arena %.2f MiB for %d tensors (lower bound %.2f MiB, no reuse %.2f MiB); "
+                   "buffer pool holds %.2f MiB (%" PRIu64 " allocations, %" PRIu64 " reused)\n",
+                   plan.arena_bytes / 1048576.0, (int)plan.n_tensors, plan.lower_bound / 1048576.0,
+                   plan.total_bytes / 1048576.0, bs.bytes_owned / 1048576.0, bs.misses, bs.hits);
+            build_memplan_free(&plan);
+        }
+        kiln_err_clear(&pe);
     }
     if (profile) {
         static prof_acc acc;

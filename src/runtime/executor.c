@@ -7,6 +7,7 @@
  * (a slot, a caller's input, an initializer, or an enclosing frame's value).
  */
 #include "runtime/executor.h"
+#include "runtime/bufpool.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -61,6 +62,7 @@ struct rt_executor {
         void *graph;
         uint64_t phase_ns[3];
     } dg;
+    rt_bufpool *bufpool; /* host executors: recycles main-graph intermediates across runs */
 };
 
 typedef struct rt_frame {
@@ -455,6 +457,7 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     ex->bctx = bctx;
     if (opts) ex->opts = *opts;
     ex->device = be->location != RT_MEM_HOST;
+    if (!ex->device && !getenv("KILN_NO_BUFPOOL")) ex->bufpool = rt_bufpool_create(); /* NULL: plain malloc */
     if (ex->device && ex->opts.fallback && ex->opts.fallback->api_version == RT_BACKEND_API_VERSION &&
         ex->opts.fallback->location == RT_MEM_HOST) {
         ex->fb = ex->opts.fallback;
@@ -541,8 +544,11 @@ void rt_executor_free(rt_executor *ex) {
     free(ex->plans);
     free(ex->main_sizes);
     free(ex->fallback_report);
+    rt_bufpool_free(ex->bufpool);
     free(ex);
 }
+
+rt_bufpool_stats rt_executor_bufpool_stats(const rt_executor *ex) { return rt_bufpool_get_stats(ex->bufpool); }
 
 const char *rt_executor_fallback_report(const rt_executor *ex) { return ex->fallback_report; }
 int32_t rt_executor_n_fallback(const rt_executor *ex) { return ex->n_fallback; }
@@ -808,9 +814,24 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     call.run_subgraph = subgraph_entry;
     call.scope = f;
     call.err = err;
+    /* Main-graph outputs that are not graph outputs take pooled buffers (bufpool.h);
+     * nested subgraph nodes and graph outputs use the heap, so the hook is always set
+     * (possibly to NULL) around the call and restored after. */
+    rt_tensor *hook_targets[SMALL];
+    rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, ex->bufpool, hook_targets, 0};
+    bool pooled = ex->bufpool && !g->parent && !fb && n->n_outputs <= SMALL;
+    for (int32_t k = 0; pooled && k < n->n_outputs; k++) {
+        int32_t id = n->outputs[k];
+        if (id >= 0 && (g->values[id].flags & IR_VALUE_GRAPH_OUTPUT)) pooled = false;
+        hook_targets[k] = &outs[k].t;
+    }
+    hook.n_targets = pooled ? n->n_outputs : 0;
+    const rt_alloc_hook *saved_hook = rt_tensor_alloc_hook();
+    rt_tensor_set_alloc_hook(pooled ? &hook : NULL);
     uint64_t t0 = 0, t1 = 0;
     if (ex->opts.profile) nb->timer_mark(nctx, NULL, &t0, NULL);
     st = nb->run_node(nctx, &call);
+    rt_tensor_set_alloc_hook(saved_hook);
     if (ex->opts.profile) {
         nb->timer_mark(nctx, NULL, &t1, NULL);
         p->calls[i]++;

@@ -92,4 +92,9 @@ bool rt_executor_node_on_fallback(const rt_executor *ex, const ir_graph *g, int3
 /* Bytes held by a value's tensors (sequences summed). */
 uint64_t rt_value_bytes(const rt_value *v);
 
+/* Statistics of the executor's intermediate-buffer pool (bufpool.h); zeros when it has
+ * none (device executors, KILN_NO_BUFPOOL set). */
+#include "runtime/bufpool.h"
+rt_bufpool_stats rt_executor_bufpool_stats(const rt_executor *ex);
+
 #endif

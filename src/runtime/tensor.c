@@ -55,6 +55,18 @@ static kiln_status shape_size(kiln_dtype dtype, int32_t rank, const int64_t *dim
 static _Thread_local uint64_t tls_alloc_limit;
 
 void rt_tensor_set_alloc_limit(uint64_t max_bytes) { tls_alloc_limit = max_bytes; }
+
+static _Thread_local const rt_alloc_hook *tls_hook;
+void rt_tensor_set_alloc_hook(const rt_alloc_hook *hook) { tls_hook = hook; }
+const rt_alloc_hook *rt_tensor_alloc_hook(void) { return tls_hook; }
+
+static const rt_alloc_hook *hook_for(const rt_tensor *t) {
+    const rt_alloc_hook *h = tls_hook;
+    if (!h) return NULL;
+    for (int32_t i = 0; i < h->n_targets; i++)
+        if (h->targets[i] == t) return h;
+    return NULL;
+}
 uint64_t rt_tensor_alloc_limit(void) { return tls_alloc_limit; }
 
 kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims,
@@ -75,7 +87,12 @@ kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const 
     }
     rt_tensor_release(t);
     void *data = NULL;
-    if (count > 0) {
+    const rt_alloc_hook *hook = count > 0 && dtype != KILN_DTYPE_STRING ? hook_for(t) : NULL;
+    if (hook) {
+        data = hook->alloc(hook->ctx, nbytes);
+        if (!data) hook = NULL;
+    }
+    if (count > 0 && !data) {
         data = aligned_alloc_bytes(nbytes);
         if (!data)
             return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory allocating a %" PRIu64 "-byte tensor", nbytes);
@@ -88,6 +105,10 @@ kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const 
     t->nbytes = nbytes;
     t->data = data;
     t->flags = 0;
+    if (hook) {
+        t->free_fn = hook->release;
+        t->free_ctx = hook->ctx;
+    }
     return KILN_OK;
 }
 

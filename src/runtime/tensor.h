@@ -76,6 +76,21 @@ kiln_status rt_tensor_set_string(rt_tensor *t, uint64_t index, const char *s, ui
  * once into an aligned owned buffer instead. */
 kiln_status rt_tensor_from_ir(rt_tensor *t, const ir_tensor *src, kiln_error *err);
 
+/* Allocation hook (per thread). While set, rt_tensor_alloc of a tensor whose address is
+ * one of `targets` takes its storage from alloc(ctx, nbytes) and releases it through
+ * free_fn = release (with free_ctx = ctx); any other tensor, a STRING tensor, or a NULL
+ * from alloc falls back to the heap. The executor uses it to put a node's outputs in its
+ * buffer pool (bufpool.h) without the kernels knowing. NULL clears it. */
+typedef struct rt_alloc_hook {
+    void *(*alloc)(void *ctx, uint64_t nbytes);
+    void (*release)(void *ctx, void *data);
+    void *ctx;
+    rt_tensor *const *targets;
+    int32_t n_targets;
+} rt_alloc_hook;
+void rt_tensor_set_alloc_hook(const rt_alloc_hook *hook);
+const rt_alloc_hook *rt_tensor_alloc_hook(void);
+
 void rt_value_init(rt_value *v);
 void rt_value_release(rt_value *v);
 kiln_status rt_value_copy(rt_value *dst, const rt_value *src, kiln_error *err);

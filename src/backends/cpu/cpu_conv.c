@@ -17,22 +17,40 @@
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
 
 typedef struct conv_state {
     float *col;
     size_t col_cap; /* floats */
+    /* Constant weights packed once for cpu_sgemm_packed (one per group), keyed by the
+     * weight data pointer and shape so a changed binding repacks. */
+    cpu_gemm_packed *packed;
+    int64_t n_packed, packed_M, packed_K;
+    const float *packed_src;
+    cpu_gemm_scratch scratch;
 } conv_state;
+
+static void conv_packed_clear(conv_state *s) {
+    for (int64_t i = 0; i < s->n_packed; i++) cpu_gemm_packed_free(&s->packed[i]);
+    free(s->packed);
+    s->packed = NULL;
+    s->n_packed = 0;
+}
 
 static void conv_state_free(void *p) {
     conv_state *s = p;
-    if (s) free(s->col);
+    if (s) {
+        free(s->col);
+        conv_packed_clear(s);
+        cpu_gemm_scratch_free(&s->scratch);
+    }
     free(s);
 }
 
 /* The node's scratch buffer (ctx->state non-NULL) with room for `n` floats; NULL on
  * out-of-memory. Grows only, so steady-state runs allocate nothing. */
-static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+static conv_state *conv_state_get(cpu_kernel_ctx *ctx) {
     conv_state *s = *ctx->state;
     if (!s) {
         s = calloc(1, sizeof *s);
@@ -40,6 +58,12 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
         *ctx->state = s;
         if (ctx->state_free) *ctx->state_free = conv_state_free;
     }
+    return s;
+}
+
+static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+    conv_state *s = conv_state_get(ctx);
+    if (!s) return NULL;
     if (n > s->col_cap) {
         float *p = kiln_realloc_array(s->col, (size_t)n, sizeof(float));
         if (!p) return NULL;
@@ -47,6 +71,81 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
         s->col_cap = (size_t)n;
     }
     return s->col;
+}
+
+/* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
+
+/* Packs panel `panel` (16 output positions) of the virtual im2col matrix, rows [k0,
+ * k0+kc), straight from the image: the 16 positions are split into runs that share an
+ * output row, so each run is one contiguous (stride 1) or strided read per kernel tap. */
+typedef struct conv_pack_ctx {
+    const cpu_conv_geom *g;
+    const float *x; /* this image and group: [Cg, H, W] */
+} conv_pack_ctx;
+
+static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst) {
+    const conv_pack_ctx *pc = user;
+    const cpu_conv_geom *g = pc->g;
+    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], OS = g->out_size, KH = g->k[0], KW = g->k[1];
+    int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1], pt = g->pad0[0], pl = g->pad0[1];
+    int64_t p0 = panel * 16;
+    int64_t seg_oh[16], seg_ow[16], seg_j[16], seg_len[16];
+    int ns = 0;
+    for (int64_t j = 0; j < 16 && p0 + j < OS;) {
+        int64_t p = p0 + j, oh = p / OW, ow = p % OW, len = OW - ow;
+        if (len > 16 - j) len = 16 - j;
+        if (len > OS - p) len = OS - p;
+        seg_oh[ns] = oh;
+        seg_ow[ns] = ow;
+        seg_j[ns] = j;
+        seg_len[ns++] = len;
+        j += len;
+    }
+    /* the row index r = (c, kh, kw) advances as an odometer: no divisions per row */
+    int64_t c = k0 / (KH * KW), kh = (k0 / KW) % KH, kw = k0 % KW;
+    bool one_seg = ns == 1 && seg_len[0] == 16;
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * 16;
+        const float *xc = pc->x + c * H * W;
+        if (one_seg) {
+            /* the common case: 16 positions on one output row */
+            int64_t ih = seg_oh[0] * sh + kh * dh - pt, iw0 = seg_ow[0] * sw + kw * dw - pl;
+            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
+                const float *src = xc + ih * W + iw0;
+                if (sw == 1) memcpy(d, src, 16 * sizeof(float));
+                else if (sw == 2)
+                    for (int t = 0; t < 16; t++) d[t] = src[2 * t];
+                else
+                    for (int t = 0; t < 16; t++) d[t] = src[t * sw];
+                goto next;
+            }
+        }
+        memset(d, 0, 16 * sizeof(float));
+        for (int s = 0; s < ns; s++) {
+            int64_t ih = seg_oh[s] * sh + kh * dh - pt;
+            if (ih < 0 || ih >= H) continue;
+            const float *row = xc + ih * W;
+            int64_t iw0 = seg_ow[s] * sw + kw * dw - pl, len = seg_len[s];
+            float *ds = d + seg_j[s];
+            if (iw0 >= 0 && iw0 + (len - 1) * sw < W) {
+                if (sw == 1) memcpy(ds, row + iw0, (size_t)len * sizeof(float));
+                else
+                    for (int64_t t = 0; t < len; t++) ds[t] = row[iw0 + t * sw];
+            } else
+                for (int64_t t = 0; t < len; t++) {
+                    int64_t iw = iw0 + t * sw;
+                    if (iw >= 0 && iw < W) ds[t] = row[iw];
+                }
+        }
+    next:
+        if (++kw == KW) {
+            kw = 0;
+            if (++kh == KH) {
+                kh = 0;
+                c++;
+            }
+        }
+    }
 }
 
 /* ---- depthwise ----------------------------------------------------------------------- */
@@ -160,9 +259,34 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     bool pointwise = true;
     for (int32_t i = 0; i < nsp; i++)
         if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
+    /* Constant weights on an AVX2 machine: pack them once and use kiln's own GEMM
+     * (cpu_gemm_avx2.c says why); otherwise OpenBLAS through cpu_sgemm. */
+    conv_state *cs = NULL;
+    if (ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1)) {
+        cs = conv_state_get(ctx);
+        if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+        if (cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
+            conv_packed_clear(cs);
+            cs->packed = calloc((size_t)group, sizeof *cs->packed);
+            if (!cs->packed) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory packing Conv weights");
+            cs->n_packed = group;
+            for (int64_t gi = 0; gi < group; gi++) {
+                st = cpu_gemm_pack_a(Wt + gi * Mg * Kdim, Kdim, Mg, Kdim, &cs->packed[gi], ctx->err);
+                if (st != KILN_OK) {
+                    conv_packed_clear(cs);
+                    return st;
+                }
+            }
+            cs->packed_src = Wt;
+            cs->packed_M = Mg;
+            cs->packed_K = Kdim;
+        }
+    }
     float *col = NULL;
     bool col_owned = false;
-    if (!pointwise) {
+    /* 2-D with packed weights: B panels are packed straight from the image (no im2col) */
+    bool implicit = cs && nsp == 2 && !pointwise;
+    if (!pointwise && !implicit) {
         uint64_t need;
         if (kiln_mul_overflow_u64((uint64_t)Kdim, (uint64_t)OS, &need) || need > (1ull << 34))
             return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "im2col buffer of %lld x %lld floats is too large",
@@ -178,7 +302,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
         for (int64_t gi = 0; gi < group; gi++) {
             const float *xg = X + (n * C + gi * Cg) * IS;
             const float *B = xg;
-            if (!pointwise) {
+            if (!pointwise && !implicit) {
                 cpu_im2col(ctx->pool, &g, xg, Cg, col);
                 B = col;
             }
@@ -186,8 +310,21 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
             if (e.bias) e.bias += gi * Mg;
             if (e.residual) e.residual += (n * M + gi * Mg) * OS;
             e.ld_res = OS;
-            cpu_sgemm(ctx->pool, false, false, Mg, OS, Kdim, 1.f, Wt + gi * Mg * Kdim, Kdim, B, OS, 0.f,
-                      Y + (n * M + gi * Mg) * OS, OS, &e);
+            if (implicit) {
+                conv_pack_ctx pc = {&g, xg};
+                st = cpu_sgemm_packed_a_fn(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], conv_pack_b, &pc,
+                                           Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                if (st != KILN_OK) return st;
+            } else if (cs) {
+                st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,
+                                      Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                if (st != KILN_OK) {
+                    if (col_owned) free(col);
+                    return st;
+                }
+            } else
+                cpu_sgemm(ctx->pool, false, false, Mg, OS, Kdim, 1.f, Wt + gi * Mg * Kdim, Kdim, B, OS, 0.f,
+                          Y + (n * M + gi * Mg) * OS, OS, &e);
         }
     }
     if (col_owned) free(col);

@@ -7,24 +7,59 @@
  *   64x3136x576 (3x3 conv)   81.6 / 148.6 / 130.6      128x768x768 (BERT)  67.7 / 132.2 / 130.9
  *   256x196x2304             80.1 / 108.6 / 104.8      1024x3072x768       69.4 / 138.4 / 138.2
  *   2048x49x512              51.6 /  73.9 /  75.2      2048^3              91.9 / 159.5 / 152.9
- * OpenBLAS's own threading is as fast or faster in every shape that matters, so kiln calls
- * BLAS once per GEMM from the calling thread with OpenBLAS's thread count equal to the
- * pool's size (the pool sets it through cpu_blas_set_threads when created), and kernels
- * never call BLAS from inside pool workers (that would oversubscribe the cores). The
- * epilogue then runs as one parallel pass over C.
+ * OpenBLAS's own threading was as fast or faster in every shape, so kiln used to call BLAS
+ * once per GEMM with OpenBLAS's thread count equal to the pool's size. Since kiln's own
+ * packed AVX2 GEMM (cpu_gemm_avx2.c) runs the constant-weight GEMMs on kiln's pool, that
+ * mix made OpenBLAS's idle workers busy-wait on the core the pool needed (BERT at 2
+ * threads ran slower than at 1). So when the packed GEMM is available, OpenBLAS gets one
+ * thread (cpu_threadpool.c) and cpu_sgemm splits each BLAS GEMM over the pool itself
+ * (the "split 2T" column: within ~10% of OpenBLAS's own threading), and MatMul runs
+ * batched GEMMs (attention heads) one batch entry per task. Kernels still never call
+ * cpu_sgemm from inside a pool worker except through that batch loop, where nested
+ * parallel loops run inline. The epilogue then runs as one parallel pass over C.
  *
  * Without OpenBLAS (KILN_HAVE_OPENBLAS=0) a portable loop is used, row blocks spread over
  * the pool: correct, vectorised by the compiler, but several times slower.
  */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 
 #if KILN_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
+
+/* ---- helpers for the packed path (cpu_gemm_packed.h) ------------------------------- */
+
+bool cpu_gemm_packed_supported(void) {
+    /* cpuid + getenv cost ~1% of a ResNet-50 run when asked per GEMM: decide once (atomic:
+     * sessions may run on several threads; they all compute the same answer). */
+    static _Atomic int cached = -1;
+    int c = cached;
+    if (c < 0) {
+        /* KILN_GEMM=blas forces OpenBLAS everywhere (A/B measurements, bisecting). */
+        const char *force = getenv("KILN_GEMM");
+        uint32_t f = cpu_features();
+        c = !(force && !strcmp(force, "blas")) && (f & CPU_FEATURE_AVX2) && (f & CPU_FEATURE_FMA);
+        cached = c;
+    }
+    return c == 1;
+}
+
+bool cpu_input_is_const(const cpu_kernel_ctx *ctx, int32_t i) {
+    const ir_node *n = ctx->node;
+    const ir_graph *g = ctx->graph;
+    if (!n || !g || i < 0 || i >= n->n_inputs) return false;
+    int32_t id = n->inputs[i];
+    if (id < 0 || id >= g->n_values) return false;
+    const ir_value *v = &g->values[id];
+    return v->init != NULL && !(v->flags & IR_VALUE_GRAPH_INPUT);
+}
 
 /* ---- epilogue ------------------------------------------------------------------------ */
 
@@ -171,6 +206,39 @@ static void gemm_rows_run(void *user, int64_t begin, int64_t end) {
 }
 #endif
 
+#if KILN_HAVE_OPENBLAS
+/* One chunk of a GEMM split over the pool, single-threaded OpenBLAS per chunk: chunks
+ * of 16-column groups (split_n) or of rows. */
+typedef struct blas_split_job {
+    const gemm_job *g;
+    bool split_n;
+    int64_t n_chunks;
+} blas_split_job;
+
+static void blas_split_run(void *user, int64_t c0, int64_t c1) {
+    const blas_split_job *s = user;
+    const gemm_job *j = s->g;
+    for (int64_t c = c0; c < c1; c++) {
+        if (s->split_n) {
+            int64_t groups = (j->N + 15) / 16, g0 = c * groups / s->n_chunks, g1 = (c + 1) * groups / s->n_chunks;
+            int64_t n0 = g0 * 16, n1 = g1 * 16 < j->N ? g1 * 16 : j->N;
+            if (n1 <= n0) continue;
+            const float *b = j->tb ? j->B + n0 * j->ldb : j->B + n0;
+            cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                        (blasint)j->M, (blasint)(n1 - n0), (blasint)j->K, j->alpha, j->A, (blasint)j->lda, b,
+                        (blasint)j->ldb, j->beta, j->C + n0, (blasint)j->ldc);
+        } else {
+            int64_t m0 = c * j->M / s->n_chunks, m1 = (c + 1) * j->M / s->n_chunks;
+            if (m1 <= m0) continue;
+            const float *a = j->ta ? j->A + m0 : j->A + m0 * j->lda;
+            cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                        (blasint)(m1 - m0), (blasint)j->N, (blasint)j->K, j->alpha, a, (blasint)j->lda, j->B,
+                        (blasint)j->ldb, j->beta, j->C + m0 * j->ldc, (blasint)j->ldc);
+        }
+    }
+}
+#endif
+
 static void epilogue_rows_run(void *user, int64_t begin, int64_t end) {
     const gemm_job *j = user;
     cpu_epilogue_apply(j->ep, j->C, j->ldc, begin, end, 0, j->N);
@@ -186,7 +254,13 @@ void cpu_sgemm(cpu_threadpool *pool, bool trans_a, bool trans_b, int64_t M, int6
             for (int64_t jj = 0; jj < N; jj++) C[i * ldc + jj] = beta == 0.f ? 0.f : beta * C[i * ldc + jj];
     } else {
 #if KILN_HAVE_OPENBLAS
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+        int nt = cpu_threadpool_size(pool);
+        if (pool && nt > 1 && cpu_gemm_packed_supported() && (double)M * (double)N * (double)K >= 262144.0) {
+            /* OpenBLAS has one thread here (cpu_threadpool.c says why): split over the pool */
+            blas_split_job s = {&j, N >= M, nt};
+            cpu_parallel_for(pool, nt, 1, blas_split_run, &s);
+        } else
+            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C,
                     (blasint)ldc);
 #else

@@ -77,4 +77,8 @@ void cpu_sgemm(cpu_threadpool *pool, bool trans_a, bool trans_b, int64_t M, int6
                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                const cpu_epilogue *ep);
 
+/* True when node input i of ctx->node is a constant (an initializer or folded constant
+ * that is not also a graph input), so kernels may cache data derived from it. */
+bool cpu_input_is_const(const cpu_kernel_ctx *ctx, int32_t i);
+
 #endif

@@ -9,8 +9,55 @@
  */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
+
+/* ---- packed constant B (per-node state) ---------------------------------------------- */
+
+/* A constant 2-D B (BERT's projection and FFN weights) is packed once per node for
+ * cpu_sgemm_packed, keyed by its data pointer and shape. */
+typedef struct mm_state {
+    cpu_gemm_packed pb;
+    const float *src;
+    cpu_gemm_scratch scratch;
+} mm_state;
+
+static void mm_state_free(void *p) {
+    mm_state *s = p;
+    if (s) {
+        cpu_gemm_packed_free(&s->pb);
+        cpu_gemm_scratch_free(&s->scratch);
+    }
+    free(s);
+}
+
+/* The node's state with B packed, or NULL when the packed path does not apply. Sets
+ * *st on failure (then returns NULL). */
+static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, kiln_status *st) {
+    *st = KILN_OK;
+    if (!ctx->state || !cpu_gemm_packed_supported() || !cpu_input_is_const(ctx, 1)) return NULL;
+    mm_state *s = *ctx->state;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) {
+            *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the MatMul state");
+            return NULL;
+        }
+        *ctx->state = s;
+        if (ctx->state_free) *ctx->state_free = mm_state_free;
+    }
+    if (s->src != B || s->pb.K != K || s->pb.rows != N || !s->pb.data) {
+        cpu_gemm_packed_free(&s->pb);
+        s->src = NULL;
+        *st = cpu_gemm_pack_b(B, N, K, N, &s->pb, ctx->err);
+        if (*st != KILN_OK) return NULL;
+        s->src = B;
+    }
+    return s;
+}
 
 /* ---- shapes -------------------------------------------------------------------------- */
 
@@ -163,6 +210,27 @@ static bool mm_dtype_ok(kiln_dtype dt) {
 
 /* ---- MatMul -------------------------------------------------------------------------- */
 
+typedef struct mm_batch_job {
+    const mm_shape *s;
+    const cpu_epilogue *ep;
+    const float *A, *B;
+    float *Y;
+    cpu_threadpool *pool;
+} mm_batch_job;
+
+static void mm_batch_run(void *user, int64_t t0, int64_t t1) {
+    const mm_batch_job *j = user;
+    const mm_shape *s = j->s;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t oa, ob;
+        mm_offsets(s, t, &oa, &ob);
+        cpu_epilogue e = *j->ep;
+        if (e.residual) e.residual += t * s->M * s->N;
+        cpu_sgemm(j->pool, false, false, s->M, s->N, s->K, 1.f, j->A + oa * s->M * s->K, s->K,
+                  j->B + ob * s->K * s->N, s->N, 0.f, j->Y + t * s->M * s->N, s->N, &e);
+    }
+}
+
 kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                        int32_t n_out) {
     const rt_tensor *a = cpu_in(inputs, n_in, 0), *b = cpu_in(inputs, n_in, 1);
@@ -205,18 +273,24 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     bool a_full = true;
     for (int32_t i = 0; i < s.batch_rank; i++)
         if (s.a_stride[i] == 0 && s.batch[i] != 1) a_full = false;
+    if (s.b_shared && a_full && b->rank == 2) {
+        mm_state *ms = mm_packed_b(ctx, B, s.K, s.N, &st);
+        if (st != KILN_OK) return st;
+        if (ms)
+            return cpu_sgemm_packed(ctx->pool, s.n_batch * s.M, s.N, s.K, NULL, A, s.K, &ms->pb, NULL, 0, Y, s.N, &ep,
+                                    &ms->scratch, ctx->err);
+    }
     if (s.b_shared && a_full) {
         cpu_sgemm(ctx->pool, false, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, 0.f, Y, s.N, &ep);
         return KILN_OK;
     }
-    for (int64_t t = 0; t < s.n_batch; t++) {
-        int64_t oa, ob;
-        mm_offsets(&s, t, &oa, &ob);
-        cpu_epilogue e = ep;
-        if (e.residual) e.residual += t * s.M * s.N;
-        cpu_sgemm(ctx->pool, false, false, s.M, s.N, s.K, 1.f, A + oa * s.M * s.K, s.K, B + ob * s.K * s.N, s.N, 0.f,
-                  Y + t * s.M * s.N, s.N, &e);
-    }
+    mm_batch_job bj = {&s, &ep, A, B, Y, ctx->pool};
+    if (s.n_batch > 1 && cpu_threadpool_size(ctx->pool) > 1 && cpu_gemm_packed_supported())
+        /* attention's per-head GEMMs: one batch entry per task; OpenBLAS is single-threaded
+         * in this mode (cpu_threadpool.c), and cpu_sgemm inside a worker runs inline */
+        cpu_parallel_for(ctx->pool, s.n_batch, 1, mm_batch_run, &bj);
+    else
+        mm_batch_run(&bj, 0, s.n_batch);
     return KILN_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_blas.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_kernel.h"
 
 #if KILN_HAVE_OPENBLAS
@@ -146,8 +147,11 @@ kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_erro
         }
     }
     /* GEMMs run on the caller's thread between our parallel loops: give BLAS the same
-     * budget so the two never add up to more threads than requested. */
-    cpu_blas_set_threads(n_threads);
+     * budget so the two never add up to more threads than requested. With kiln's own
+     * AVX2 GEMM running on this pool, OpenBLAS gets one thread and cpu_sgemm splits its
+     * GEMMs over the pool instead: OpenBLAS's idle workers busy-wait after each call and
+     * took a core from the pool's workers (BERT at 2 threads ran slower than at 1). */
+    cpu_blas_set_threads(cpu_gemm_packed_supported() ? 1 : n_threads);
     *out = p;
     return KILN_OK;
 }

@@ -1,0 +1,456 @@
+/* cpu_gemm_avx2.c - kiln's packed-operand SGEMM: 6x16 AVX2+FMA microkernel, constant
+ * operand packed once per node, fused epilogue per output tile (see cpu_gemm_packed.h).
+ *
+ * Why not OpenBLAS here: OpenBLAS 0.3.21 re-packs both operands on every call and, on the
+ * 2-core Zen 3 dev machine, reached only 52-68 GFLOP/s (1 thread) on the shapes that
+ * dominate ResNet-50 and BERT (2048x49x512 stage-4 1x1 convs, 128x768x768 and
+ * 128x3072x768 BERT projections), against ~92 GFLOP/s on 2048^3; its epilogue also needs
+ * a second pass over C. Quiet-machine GEMM microbenchmark, 1 thread, GFLOP/s, this path
+ * (including packing the per-call operand) / OpenBLAS (first version of this kernel):
+ *   64x3136x576  61 / 76 (B packed from a materialised im2col: Conv packs from the image
+ *                instead, see cpu_conv.c)      256x784x1152  90 / 91    512x196x2304  89 / 88
+ *   2048x49x512  73 / 71     512x49x4608  66 / 67     128x768x768  93 / 88
+ *   128x3072x768 86 / 87     1024x3072x768  93 / 92
+ * So it is on par with OpenBLAS on the GEMM itself; the gain is the per-node weight
+ * packing, the epilogue fused into the tile store and the im2col-free Conv packing.
+ * End-to-end numbers are in docs/BENCHMARKS.md ("CPU runtime vs ONNX Runtime", perf
+ * branch). OpenBLAS stays the path for every GEMM without a constant operand (cpu_sgemm),
+ * for Gemm nodes, and whenever AVX2+FMA is missing or KILN_GEMM=blas is set.
+ *
+ * Layout. k-blocks of at most KC = 320 (kc_block: equal depths). A packed: for the k-block
+ * starting at k0 (length kc),
+ * panel p of 6 rows lives at data + k0*Mpad + p*6*kc, element (k, i) at +k*6+i, rows past
+ * M zero. B packed likewise with 16-column panels: data + k0*Npad + p*16*kc + k*16 + j.
+ * So a 6x16 microkernel call streams a 6*kc A panel (from L2) against a 16*kc B panel
+ * (up to 20 KiB, stays in L1 across the inner loop over A panels).
+ *
+ * Threading: the output is cut into tasks of up to MC_PANELS A panels x NC_PANELS B
+ * panels, spread over kiln's pool (OpenBLAS is not involved, so no oversubscription).
+ * Each task runs k-blocks outermost and writes its tiles (first k-block) or adds into
+ * them; the last k-block applies the epilogue to the tile while it is hot.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "core/alloc.h"
+
+#define MR 6
+#define NR 16
+#define KC 320
+#define MC_PANELS 12 /* 72 rows: a 72x256 A block is 72 KiB, fits L2 */
+#define NC_PANELS 8  /* 128 columns */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* k-block depth: K split into equal blocks of at most KC (576 -> 2 x 288, not 256+256+64:
+ * a short last block costs a full read-modify-write of C for little work). Every packer
+ * and the driver use the same function, so the layouts agree. */
+static int64_t kc_block(int64_t K) {
+    int64_t nb = (K + KC - 1) / KC;
+    return nb > 0 ? (K + nb - 1) / nb : 1;
+}
+
+static float *alloc_floats(int64_t n) {
+    size_t bytes = (size_t)n * sizeof(float);
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes == 0) bytes = 64;
+    return aligned_alloc(64, bytes);
+}
+
+static bool size_ok(int64_t a, int64_t b) {
+    uint64_t t;
+    return a > 0 && b > 0 && !kiln_mul_overflow_u64((uint64_t)a, (uint64_t)b, &t) && t < (1ull << 36);
+}
+
+/* ---- packing ------------------------------------------------------------------------- */
+
+typedef struct pack_job {
+    const float *src;
+    int64_t ld, rows, K, pad;
+    float *dst;
+} pack_job;
+
+/* A panels: rows [p*6, p*6+6) of a row-major [rows, K] matrix. */
+static void pack_a_run(void *user, int64_t p0, int64_t p1) {
+    const pack_job *j = user;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
+            float *d = j->dst + k0 * j->pad + p * MR * kc;
+            for (int i = 0; i < MR; i++) {
+                int64_t r = p * MR + i;
+                if (r < j->rows) {
+                    const float *s = j->src + r * j->ld + k0;
+                    for (int64_t k = 0; k < kc; k++) d[k * MR + i] = s[k];
+                } else
+                    for (int64_t k = 0; k < kc; k++) d[k * MR + i] = 0.f;
+            }
+        }
+}
+
+/* B panels: columns [p*16, p*16+16) of a row-major [K, cols] matrix (rows = cols here). */
+static void pack_b_run(void *user, int64_t p0, int64_t p1) {
+    const pack_job *j = user;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c0 = p * NR, w = j->rows - c0 < NR ? j->rows - c0 : NR;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
+            float *d = j->dst + k0 * j->pad + p * NR * kc;
+            const float *s = j->src + k0 * j->ld + c0;
+            if (w == NR)
+                for (int64_t k = 0; k < kc; k++) {
+                    _mm256_store_ps(d + k * NR, _mm256_loadu_ps(s + k * j->ld));
+                    _mm256_store_ps(d + k * NR + 8, _mm256_loadu_ps(s + k * j->ld + 8));
+                }
+            else
+                for (int64_t k = 0; k < kc; k++) {
+                    int64_t jj = 0;
+                    for (; jj < w; jj++) d[k * NR + jj] = s[k * j->ld + jj];
+                    for (; jj < NR; jj++) d[k * NR + jj] = 0.f;
+                }
+        }
+    }
+}
+
+kiln_status cpu_gemm_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, cpu_gemm_packed *out,
+                            kiln_error *err) {
+    memset(out, 0, sizeof *out);
+    int64_t pad = round_up(M, MR);
+    if (!size_ok(pad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand %lldx%lld too large to pack",
+                                              (long long)M, (long long)K);
+    out->data = alloc_floats(pad * K);
+    if (!out->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    out->rows = M;
+    out->K = K;
+    out->is_b = false;
+    pack_job j = {A, lda, M, K, pad, out->data};
+    pack_a_run(&j, 0, pad / MR);
+    return KILN_OK;
+}
+
+kiln_status cpu_gemm_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, cpu_gemm_packed *out,
+                            kiln_error *err) {
+    memset(out, 0, sizeof *out);
+    int64_t pad = round_up(N, NR);
+    if (!size_ok(pad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand %lldx%lld too large to pack",
+                                              (long long)K, (long long)N);
+    out->data = alloc_floats(pad * K);
+    if (!out->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    out->rows = N;
+    out->K = K;
+    out->is_b = true;
+    pack_job j = {B, ldb, N, K, pad, out->data};
+    pack_b_run(&j, 0, pad / NR);
+    return KILN_OK;
+}
+
+void cpu_gemm_packed_free(cpu_gemm_packed *p) {
+    if (!p) return;
+    free(p->data);
+    p->data = NULL;
+}
+
+void cpu_gemm_scratch_free(cpu_gemm_scratch *s) {
+    if (!s) return;
+    free(s->data);
+    s->data = NULL;
+    s->cap = 0;
+}
+
+/* ---- microkernel --------------------------------------------------------------------- */
+
+/* One output row of a full tile: add C (later k-blocks), then on the last k-block the
+ * fusable epilogue (bias, residual, ReLU), and store. */
+static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
+                           int64_t m, int64_t n0) {
+    if (accumulate) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+    }
+    if (fuse) {
+        if (ep->bias_mode == CPU_BIAS_ROW) {
+            __m256 bv = _mm256_set1_ps(ep->bias[m]);
+            v0 = _mm256_add_ps(v0, bv);
+            v1 = _mm256_add_ps(v1, bv);
+        } else if (ep->bias_mode == CPU_BIAS_COL) {
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep->bias + n0));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep->bias + n0 + 8));
+        }
+        if (ep->residual) {
+            const float *r = ep->residual + m * ep->ld_res + n0;
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+        }
+        if (ep->act.kind == CPU_ACT_RELU) {
+            v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+            v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+        }
+    }
+    _mm256_storeu_ps(c, v0);
+    _mm256_storeu_ps(c + 8, v1);
+}
+
+/* a_panel[kc][6] * b_panel[kc][16]. A full tile (c != NULL) goes straight to C at row m0,
+ * column n0 (row_out); otherwise the 6x16 result lands in t for store_tile. The k loop is
+ * unrolled by two: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
+static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, float *c, int64_t ldc, int64_t m0,
+                        int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#define KSTEP(A, B)                                                                                                    \
+    do {                                                                                                               \
+        __m256 b0 = _mm256_load_ps(B), b1 = _mm256_load_ps((B) + 8), x;                                                \
+        x = _mm256_broadcast_ss((A) + 0);                                                                              \
+        c00 = _mm256_fmadd_ps(x, b0, c00);                                                                             \
+        c01 = _mm256_fmadd_ps(x, b1, c01);                                                                             \
+        x = _mm256_broadcast_ss((A) + 1);                                                                              \
+        c10 = _mm256_fmadd_ps(x, b0, c10);                                                                             \
+        c11 = _mm256_fmadd_ps(x, b1, c11);                                                                             \
+        x = _mm256_broadcast_ss((A) + 2);                                                                              \
+        c20 = _mm256_fmadd_ps(x, b0, c20);                                                                             \
+        c21 = _mm256_fmadd_ps(x, b1, c21);                                                                             \
+        x = _mm256_broadcast_ss((A) + 3);                                                                              \
+        c30 = _mm256_fmadd_ps(x, b0, c30);                                                                             \
+        c31 = _mm256_fmadd_ps(x, b1, c31);                                                                             \
+        x = _mm256_broadcast_ss((A) + 4);                                                                              \
+        c40 = _mm256_fmadd_ps(x, b0, c40);                                                                             \
+        c41 = _mm256_fmadd_ps(x, b1, c41);                                                                             \
+        x = _mm256_broadcast_ss((A) + 5);                                                                              \
+        c50 = _mm256_fmadd_ps(x, b0, c50);                                                                             \
+        c51 = _mm256_fmadd_ps(x, b1, c51);                                                                             \
+    } while (0)
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        _mm_prefetch((const char *)(a + 6 * 8), _MM_HINT_T0);
+        KSTEP(a, b);
+        KSTEP(a + MR, b + NR);
+        a += 2 * MR;
+        b += 2 * NR;
+    }
+    if (k < kc) KSTEP(a, b);
+#undef KSTEP
+    if (c) {
+        row_out(c + (m0 + 0) * ldc + n0, c00, c01, accumulate, fuse, ep, m0 + 0, n0);
+        row_out(c + (m0 + 1) * ldc + n0, c10, c11, accumulate, fuse, ep, m0 + 1, n0);
+        row_out(c + (m0 + 2) * ldc + n0, c20, c21, accumulate, fuse, ep, m0 + 2, n0);
+        row_out(c + (m0 + 3) * ldc + n0, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
+        row_out(c + (m0 + 4) * ldc + n0, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
+        row_out(c + (m0 + 5) * ldc + n0, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+        return;
+    }
+    _mm256_store_ps(t + 0, c00);
+    _mm256_store_ps(t + 8, c01);
+    _mm256_store_ps(t + 16, c10);
+    _mm256_store_ps(t + 24, c11);
+    _mm256_store_ps(t + 32, c20);
+    _mm256_store_ps(t + 40, c21);
+    _mm256_store_ps(t + 48, c30);
+    _mm256_store_ps(t + 56, c31);
+    _mm256_store_ps(t + 64, c40);
+    _mm256_store_ps(t + 72, c41);
+    _mm256_store_ps(t + 80, c50);
+    _mm256_store_ps(t + 88, c51);
+}
+
+/* Right-edge tiles with at most 8 valid columns (ResNet stage 4: N = 49 = 3*16 + 1): half
+ * the FMAs of kernel_6x16; the 6x8 result lands in the first 8 columns of t. */
+static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(),
+           c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+        a += MR;
+        b += NR;
+    }
+    _mm256_store_ps(t + 0, c0);
+    _mm256_store_ps(t + 16, c1);
+    _mm256_store_ps(t + 32, c2);
+    _mm256_store_ps(t + 48, c3);
+    _mm256_store_ps(t + 64, c4);
+    _mm256_store_ps(t + 80, c5);
+}
+
+/* Writes (or adds, when accumulate) the mr x nr corner of tile t into C at (m0, n0); on
+ * the last k-block also applies the epilogue to that region. */
+static void store_tile(const float *t, int mr, int nr, float *C, int64_t ldc, int64_t m0, int64_t n0,
+                       bool accumulate, bool last, const cpu_epilogue *ep) {
+    bool full = nr == NR;
+    bool fuse = last && ep && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU);
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (m0 + i) * ldc + n0;
+        const float *ti = t + i * NR;
+        if (full) {
+            __m256 v0 = _mm256_load_ps(ti), v1 = _mm256_load_ps(ti + 8);
+            if (accumulate) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+            }
+            if (fuse) {
+                if (ep->bias_mode == CPU_BIAS_ROW) {
+                    __m256 b = _mm256_set1_ps(ep->bias[m0 + i]);
+                    v0 = _mm256_add_ps(v0, b);
+                    v1 = _mm256_add_ps(v1, b);
+                } else if (ep->bias_mode == CPU_BIAS_COL) {
+                    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep->bias + n0));
+                    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep->bias + n0 + 8));
+                }
+                if (ep->residual) {
+                    const float *r = ep->residual + (m0 + i) * ep->ld_res + n0;
+                    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+                    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+                }
+                if (ep->act.kind == CPU_ACT_RELU) {
+                    v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+                    v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+                }
+            }
+            _mm256_storeu_ps(c, v0);
+            _mm256_storeu_ps(c + 8, v1);
+        } else {
+            for (int j = 0; j < nr; j++) c[j] = accumulate ? c[j] + ti[j] : ti[j];
+        }
+    }
+    if (last && ep && !cpu_epilogue_is_empty(ep) && (!fuse || !full))
+        cpu_epilogue_apply(ep, C, ldc, m0, m0 + mr, n0, n0 + nr);
+}
+
+/* ---- driver -------------------------------------------------------------------------- */
+
+typedef struct gemm_task_job {
+    int64_t M, N, K, Mpad, Npad, m_blocks, n_blocks;
+    const float *pa, *pb;
+    float *C;
+    int64_t ldc;
+    const cpu_epilogue *ep;
+} gemm_task_job;
+
+static void gemm_tasks_run(void *user, int64_t t0, int64_t t1) {
+    const gemm_task_job *j = user;
+    _Alignas(64) float tile[MR * NR];
+    const cpu_epilogue *ep = j->ep;
+    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
+    bool fusable = has_ep && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU);
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t mb = t % j->m_blocks, nb = t / j->m_blocks;
+        int64_t mp0 = mb * MC_PANELS, mp1 = mp0 + MC_PANELS;
+        int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS;
+        if (mp1 * MR > j->Mpad) mp1 = j->Mpad / MR;
+        if (np1 * NR > j->Npad) np1 = j->Npad / NR;
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
+            bool first = k0 == 0, last = k0 + kc >= j->K;
+            const float *abase = j->pa + k0 * j->Mpad, *bbase = j->pb + k0 * j->Npad;
+            for (int64_t np = np0; np < np1; np++) {
+                const float *b = bbase + np * NR * kc;
+                int64_t n0 = np * NR;
+                int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+                for (int64_t mp = mp0; mp < mp1; mp++) {
+                    int64_t m0 = mp * MR;
+                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    if (mr == MR && nr == NR) {
+                        /* full tile: stored by the kernel; non-fusable activations after */
+                        kernel_6x16(kc, abase + mp * MR * kc, b, NULL, j->C, j->ldc, m0, n0, !first,
+                                    last && fusable, j->ep);
+                        if (last && has_ep && !fusable) cpu_epilogue_apply(j->ep, j->C, j->ldc, m0, m0 + MR, n0, n0 + NR);
+                    } else {
+                        if (nr <= 8) kernel_6x8(kc, abase + mp * MR * kc, b, tile);
+                        else kernel_6x16(kc, abase + mp * MR * kc, b, tile, NULL, 0, 0, 0, false, false, NULL);
+                        store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static float *scratch_get(cpu_gemm_scratch *s, int64_t n) {
+    if ((size_t)n > s->cap) {
+        free(s->data);
+        s->data = alloc_floats(n);
+        s->cap = s->data ? (size_t)n : 0;
+    }
+    return s->data;
+}
+
+static kiln_status run_tasks(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *PA,
+                             const float *PB, float *C, int64_t ldc, const cpu_epilogue *ep) {
+    int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
+    gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, PA, PB, C, ldc, ep};
+    j.m_blocks = (Mpad / MR + MC_PANELS - 1) / MC_PANELS;
+    j.n_blocks = (Npad / NR + NC_PANELS - 1) / NC_PANELS;
+    cpu_parallel_for(pool, j.m_blocks * j.n_blocks, 1, gemm_tasks_run, &j);
+    return KILN_OK;
+}
+
+typedef struct fn_pack_job {
+    cpu_gemm_pack_b_fn fn;
+    void *user;
+    int64_t K, Npad;
+    float *dst;
+} fn_pack_job;
+
+static void fn_pack_run(void *user, int64_t p0, int64_t p1) {
+    const fn_pack_job *j = user;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+            int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
+            j->fn(j->user, p, k0, kc, j->dst + k0 * j->Npad + p * NR * kc);
+        }
+}
+
+kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                                  cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
+                                  const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err) {
+    int64_t Npad = round_up(N, NR);
+    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
+                            (long long)K);
+    if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+    float *d = scratch_get(scratch, Npad * K);
+    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    fn_pack_job j = {pack_b, pack_user, K, Npad, d};
+    cpu_parallel_for(pool, Npad / NR, 2, fn_pack_run, &j);
+    return run_tasks(pool, M, N, K, pa->data, d, C, ldc, ep);
+}
+
+kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                             const float *A, int64_t lda, const cpu_gemm_packed *pb, const float *B, int64_t ldb,
+                             float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                             kiln_error *err) {
+    int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
+    const float *PA, *PB;
+    if (pa) {
+        if (pa->is_b || pa->rows != M || pa->K != K)
+            return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A is %lldx%lld, GEMM wants %lldx%lld",
+                                (long long)pa->rows, (long long)pa->K, (long long)M, (long long)K);
+        if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+        float *d = scratch_get(scratch, Npad * K);
+        if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+        pack_job j = {B, ldb, N, K, Npad, d};
+        cpu_parallel_for(pool, Npad / NR, 4, pack_b_run, &j);
+        PA = pa->data;
+        PB = d;
+    } else {
+        if (!pb || !pb->is_b || pb->rows != N || pb->K != K)
+            return kiln_err_set(err, KILN_ERR_INTERNAL, "packed B does not match the GEMM (%lldx%lld)",
+                                (long long)K, (long long)N);
+        if (!size_ok(Mpad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+        float *d = scratch_get(scratch, Mpad * K);
+        if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+        pack_job j = {A, lda, M, K, Mpad, d};
+        cpu_parallel_for(pool, Mpad / MR, 4, pack_a_run, &j);
+        PA = d;
+        PB = pb->data;
+    }
+    return run_tasks(pool, M, N, K, PA, PB, C, ldc, ep);
+}

@@ -1,0 +1,68 @@
+/* cpu_gemm_packed.h - kiln's own packed-operand SGEMM (AVX2 + FMA) for GEMMs with one
+ * constant operand.
+ *
+ * Conv weights (A = W[M=Cout, K=Cin*kh*kw]) and MatMul weights (B = W[K, N]) never change
+ * between runs, yet a BLAS call re-packs them into its panel layout on every call. Here the
+ * constant operand is packed once per node (cpu_gemm_pack_a / _b, kept in the kernel's
+ * per-node state), the activation operand is packed per call into a reusable scratch
+ * buffer, and a 6x16 register-tile microkernel multiplies them with the fused epilogue
+ * (bias, residual, activation) applied while each output tile is still in L1.
+ * cpu_gemm_avx2.c holds the implementation and the measurements that justify it.
+ *
+ * Only call these when cpu_gemm_packed_supported() is true (AVX2 + FMA present and not
+ * capped by KILN_CPU_ISA); otherwise use cpu_sgemm (OpenBLAS or the portable loop).
+ */
+#ifndef KILN_BACKENDS_CPU_CPU_GEMM_PACKED_H
+#define KILN_BACKENDS_CPU_CPU_GEMM_PACKED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_gemm.h"
+
+typedef struct cpu_gemm_packed {
+    int64_t rows; /* M for a packed A, N for a packed B */
+    int64_t K;
+    bool is_b;
+    float *data; /* 64-byte aligned, owned */
+} cpu_gemm_packed;
+
+/* Reusable per-node buffer for packing the per-call operand. */
+typedef struct cpu_gemm_scratch {
+    float *data;
+    size_t cap; /* floats */
+} cpu_gemm_scratch;
+
+/* True when the AVX2+FMA path may run on this CPU (honours KILN_CPU_ISA). */
+bool cpu_gemm_packed_supported(void);
+
+/* Packs row-major A[M,K] (row stride lda) / B[K,N] (row stride ldb) into *out.
+ * Fails only on allocation failure or sizes that overflow. */
+kiln_status cpu_gemm_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, cpu_gemm_packed *out,
+                            kiln_error *err);
+kiln_status cpu_gemm_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, cpu_gemm_packed *out,
+                            kiln_error *err);
+void cpu_gemm_packed_free(cpu_gemm_packed *p);
+void cpu_gemm_scratch_free(cpu_gemm_scratch *s);
+
+/* C[M,N] = A*B, then the epilogue (may be NULL); C is write-only. Exactly one of pa / pb is
+ * given (packed, with matching M/K or K/N); the other operand is the raw row-major A
+ * (lda) or B (ldb), packed here into *scratch. Runs over the pool's threads; call it from
+ * the kernel's thread, never from a pool worker. M, N, K must be > 0. */
+kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                             const float *A, int64_t lda, const cpu_gemm_packed *pb, const float *B, int64_t ldb,
+                             float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                             kiln_error *err);
+
+/* Packs the 16 columns [panel*16, panel*16+16) of rows [k0, k0+kc) of the implicit B
+ * matrix into dst[kc][16] (columns past N zero). Called concurrently for different panels. */
+typedef void (*cpu_gemm_pack_b_fn)(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst);
+
+/* As cpu_sgemm_packed with a packed A, but B is never materialised: pack_b produces its
+ * panels (Conv: straight from the image, no im2col buffer). */
+kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                                  cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
+                                  const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err);
+
+#endif

@@ -1,0 +1,106 @@
+/* bufpool.c - the per-executor buffer pool (see bufpool.h).
+ *
+ * Each buffer carries a 64-byte header in front of the data holding its rounded size, so
+ * rt_bufpool_put (called through rt_tensor.free_fn, which only gets the data pointer) can
+ * file it under its size. The free list is a flat array searched for an exact size: a
+ * graph has a few dozen distinct sizes, and exact matches keep the pool's footprint at
+ * the run's own peak instead of letting small tensors pin large buffers.
+ */
+#include "runtime/bufpool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HDR 64
+
+typedef struct free_entry {
+    uint64_t size;
+    void *base;
+} free_entry;
+
+struct rt_bufpool {
+    pthread_mutex_t mu; /* kernels allocate from the executor's thread; the lock is cheap insurance */
+    free_entry *free_list;
+    size_t n_free, cap_free;
+    rt_bufpool_stats stats;
+};
+
+rt_bufpool *rt_bufpool_create(void) {
+    rt_bufpool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    return p;
+}
+
+void rt_bufpool_free(rt_bufpool *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n_free; i++) free(p->free_list[i].base);
+    free(p->free_list);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+void *rt_bufpool_get(void *pool, uint64_t nbytes) {
+    rt_bufpool *p = pool;
+    if (nbytes == 0) nbytes = 1;
+    uint64_t size = (nbytes + HDR - 1) / HDR * HDR;
+    if (size < nbytes || size > SIZE_MAX - HDR) return NULL;
+    void *base = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = p->n_free; i-- > 0;)
+        if (p->free_list[i].size == size) {
+            base = p->free_list[i].base;
+            p->free_list[i] = p->free_list[--p->n_free];
+            p->stats.hits++;
+            p->stats.bytes_free -= size;
+            break;
+        }
+    if (!base) {
+        base = aligned_alloc(HDR, (size_t)(size + HDR));
+        if (base) {
+            p->stats.misses++;
+            p->stats.bytes_owned += size;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!base) return NULL;
+    memcpy(base, &size, sizeof size);
+    return (char *)base + HDR;
+}
+
+void rt_bufpool_put(void *pool, void *data) {
+    rt_bufpool *p = pool;
+    if (!data) return;
+    void *base = (char *)data - HDR;
+    uint64_t size;
+    memcpy(&size, base, sizeof size);
+    pthread_mutex_lock(&p->mu);
+    if (p->n_free == p->cap_free) {
+        size_t cap = p->cap_free ? p->cap_free * 2 : 64;
+        free_entry *nl = realloc(p->free_list, cap * sizeof *nl);
+        if (!nl) { /* cannot file it: give it back to the system instead */
+            p->stats.bytes_owned -= size;
+            pthread_mutex_unlock(&p->mu);
+            free(base);
+            return;
+        }
+        p->free_list = nl;
+        p->cap_free = cap;
+    }
+    p->free_list[p->n_free].size = size;
+    p->free_list[p->n_free].base = base;
+    p->n_free++;
+    p->stats.bytes_free += size;
+    pthread_mutex_unlock(&p->mu);
+}
+
+rt_bufpool_stats rt_bufpool_get_stats(const rt_bufpool *p) {
+    rt_bufpool_stats s = {0};
+    if (p) {
+        pthread_mutex_lock((pthread_mutex_t *)&p->mu);
+        s = p->stats;
+        pthread_mutex_unlock((pthread_mutex_t *)&p->mu);
+    }
+    return s;
+}

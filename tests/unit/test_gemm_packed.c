@@ -1,0 +1,265 @@
+/* test_gemm_packed.c - kiln's packed AVX2 SGEMM (cpu_gemm_avx2.c) against a reference
+ * triple loop: random shapes including edge sizes that are not multiples of the 6x16 tile
+ * or the 256-deep k-block, M/N/K = 1, packed A or packed B, every fused epilogue kind,
+ * on 1 and 2 pool threads. Skips (with a printed reason) on CPUs without AVX2+FMA.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_kernel.h"
+#include "runtime/tensor.h"
+#include <string.h>
+
+static uint32_t rng = 12345;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xffff) / 32768.f - 1.f;
+}
+
+static float *rand_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* reference: act(A*B + bias + residual) */
+static void ref_gemm(int64_t M, int64_t N, int64_t K, const float *A, const float *B, const cpu_epilogue *ep,
+                     float *C) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += (double)A[i * K + k] * B[k * N + j];
+            float v = (float)acc;
+            if (ep->bias_mode == CPU_BIAS_ROW) v += ep->bias[i];
+            if (ep->bias_mode == CPU_BIAS_COL) v += ep->bias[j];
+            if (ep->residual) v += ep->residual[i * ep->ld_res + j];
+            C[i * N + j] = v;
+        }
+    for (int64_t i = 0; i < M; i++) cpu_act_apply(&ep->act, C + i * N, N);
+}
+
+static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, bool pack_b, int ep_kind) {
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M > N ? M : N), *res = rand_buf(M * N);
+    float *C = malloc((size_t)(M * N) * sizeof(float)), *R = malloc((size_t)(M * N) * sizeof(float));
+    assert_non_null(C);
+    assert_non_null(R);
+    for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* C is write-only: garbage must not leak */
+    cpu_epilogue ep = {0};
+    if (ep_kind == 1) { /* bias per row + relu (Conv) */
+        ep.bias_mode = CPU_BIAS_ROW;
+        ep.bias = bias;
+        ep.act.kind = CPU_ACT_RELU;
+    } else if (ep_kind == 2) { /* bias per column + residual (BERT projection) */
+        ep.bias_mode = CPU_BIAS_COL;
+        ep.bias = bias;
+        ep.residual = res;
+        ep.ld_res = N;
+    } else if (ep_kind == 3) { /* residual + sigmoid (activation outside the fused store) */
+        ep.residual = res;
+        ep.ld_res = N;
+        ep.act.kind = CPU_ACT_SIGMOID;
+    }
+    cpu_gemm_packed p;
+    cpu_gemm_scratch scratch = {0};
+    kiln_error err = {0};
+    kiln_status st;
+    if (pack_b) {
+        assert_int_equal(cpu_gemm_pack_b(B, N, K, N, &p, &err), KILN_OK);
+        st = cpu_sgemm_packed(pool, M, N, K, NULL, A, K, &p, NULL, 0, C, N, ep_kind ? &ep : NULL, &scratch, &err);
+    } else {
+        assert_int_equal(cpu_gemm_pack_a(A, K, M, K, &p, &err), KILN_OK);
+        st = cpu_sgemm_packed(pool, M, N, K, &p, NULL, 0, NULL, B, N, C, N, ep_kind ? &ep : NULL, &scratch, &err);
+    }
+    assert_int_equal(st, KILN_OK);
+    ref_gemm(M, N, K, A, B, &ep, R);
+    for (int64_t i = 0; i < M * N; i++) {
+        float tol = 1e-4f * (float)K + 1e-4f;
+        if (!(fabsf(C[i] - R[i]) <= tol))
+            fail_msg("M=%lld N=%lld K=%lld pack_b=%d ep=%d: C[%lld]=%g, reference %g", (long long)M, (long long)N,
+                     (long long)K, (int)pack_b, ep_kind, (long long)i, (double)C[i], (double)R[i]);
+    }
+    cpu_gemm_packed_free(&p);
+    cpu_gemm_scratch_free(&scratch);
+    free(A);
+    free(B);
+    free(bias);
+    free(res);
+    free(C);
+    free(R);
+}
+
+static void run_shapes(cpu_threadpool *pool) {
+    static const int64_t shapes[][3] = {{1, 1, 1},    {1, 17, 3},   {7, 1, 5},    {6, 16, 256}, {5, 15, 257},
+                                        {13, 33, 1},  {64, 49, 513}, {73, 129, 64}, {128, 48, 300}, {2, 200, 9},
+                                        {37, 21, 600}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int pb = 0; pb < 2; pb++)
+            for (int e = 0; e < 4; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
+}
+
+static void test_packed_vs_reference(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: this CPU (or KILN_CPU_ISA) has no AVX2+FMA, the packed GEMM is not used\n");
+        return;
+    }
+    run_shapes(NULL);
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    run_shapes(pool);
+    cpu_threadpool_free(pool);
+}
+
+static void test_mismatched_pack_is_an_error(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    float *A = rand_buf(6 * 8), *B = rand_buf(8 * 4), C[24];
+    cpu_gemm_packed p;
+    cpu_gemm_scratch scratch = {0};
+    kiln_error err = {0};
+    assert_int_equal(cpu_gemm_pack_a(A, 8, 6, 8, &p, &err), KILN_OK);
+    /* K differs from the packed operand's */
+    assert_int_equal(cpu_sgemm_packed(NULL, 6, 4, 7, &p, NULL, 0, NULL, B, 4, C, 4, NULL, &scratch, &err),
+                     KILN_ERR_INTERNAL);
+    kiln_err_clear(&err);
+    cpu_gemm_packed_free(&p);
+    cpu_gemm_scratch_free(&scratch);
+    free(A);
+    free(B);
+}
+
+/* ---- Conv through the packed path (implicit GEMM packing, cpu_conv.c) ---------------- */
+
+/* Runs Conv on X [1, C, H, W] with weights W [M, C/group, k, k]; with `weights_const` the
+ * node's graph marks W as an initializer (packed path), otherwise OpenBLAS + im2col. */
+static void run_conv(cpu_threadpool *pool, bool weights_const, const rt_value *x, const rt_value *w,
+                     const rt_value *b, int64_t stride, int64_t pad, int64_t dil, int64_t group, rt_value *y) {
+    ir_attr attrs[4];
+    memset(attrs, 0, sizeof attrs);
+    int64_t strides[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad}, dils[2] = {dil, dil};
+    attrs[0].name = "strides";
+    attrs[0].type = IR_ATTR_INTS;
+    attrs[0].ints = strides;
+    attrs[0].n = 2;
+    attrs[1].name = "pads";
+    attrs[1].type = IR_ATTR_INTS;
+    attrs[1].ints = pads;
+    attrs[1].n = 4;
+    attrs[2].name = "dilations";
+    attrs[2].type = IR_ATTR_INTS;
+    attrs[2].ints = dils;
+    attrs[2].n = 2;
+    attrs[3].name = "group";
+    attrs[3].type = IR_ATTR_INT;
+    attrs[3].i = group;
+    int32_t in_ids[3] = {0, 1, 2}, out_ids[1] = {3};
+    ir_tensor dummy;
+    memset(&dummy, 0, sizeof dummy);
+    ir_value vals[4];
+    memset(vals, 0, sizeof vals);
+    vals[1].init = &dummy;
+    ir_graph graph;
+    memset(&graph, 0, sizeof graph);
+    graph.values = vals;
+    graph.n_values = 4;
+    ir_node node;
+    memset(&node, 0, sizeof node);
+    node.name = "conv";
+    node.op_type = "Conv";
+    node.domain = "";
+    node.opset = 17;
+    node.attrs = attrs;
+    node.n_attrs = 4;
+    node.n_inputs = 3;
+    node.inputs = in_ids;
+    node.n_outputs = 1;
+    node.outputs = out_ids;
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    kiln_error err = {0};
+    cpu_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = &node;
+    ctx.graph = weights_const ? &graph : NULL;
+    ctx.pool = pool;
+    ctx.err = &err;
+    ctx.state = &state;
+    ctx.state_free = &state_free;
+    const rt_value *ins[3] = {x, w, b};
+    rt_value_init(y);
+    /* twice: the second run reuses the packed weights kept in the node state */
+    for (int r = 0; r < 2; r++) {
+        rt_value_release(y);
+        kiln_status st = cpu_conv(&ctx, ins, 3, y, 1);
+        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
+    }
+    if (state && state_free) state_free(state);
+}
+
+static void make_tensor(rt_value *v, int32_t rank, const int64_t *dims) {
+    rt_value_init(v);
+    kiln_error err = {0};
+    assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(v), KILN_DTYPE_FLOAT, rank, dims, &err), KILN_OK);
+    float *p = v->t.data;
+    for (uint64_t i = 0; i < v->t.count; i++) p[i] = frand();
+}
+
+static void test_conv_packed_matches_im2col(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    /* C, H, W, M, k, stride, pad, dilation, group: the ResNet stem, 3x3 with padding at
+     * several widths (runs of a 16-column panel crossing output rows), stride 2,
+     * dilation, groups, a tiny image */
+    static const int64_t cases[][9] = {{3, 23, 23, 8, 7, 2, 3, 1, 1},  {5, 9, 14, 7, 3, 1, 1, 1, 1},
+                                       {4, 17, 5, 13, 3, 2, 1, 1, 1},  {6, 11, 11, 6, 3, 1, 2, 2, 1},
+                                       {8, 10, 9, 12, 3, 1, 1, 1, 4},  {2, 2, 3, 3, 3, 1, 1, 1, 1},
+                                       {16, 7, 7, 33, 3, 1, 1, 1, 1}};
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t *q = cases[c];
+        rt_value x, w, b, y1, y2;
+        make_tensor(&x, 4, (int64_t[]){1, q[0], q[1], q[2]});
+        make_tensor(&w, 4, (int64_t[]){q[3], q[0] / q[8], q[4], q[4]});
+        make_tensor(&b, 1, (int64_t[]){q[3]});
+        run_conv(pool, true, &x, &w, &b, q[5], q[6], q[7], q[8], &y1);
+        run_conv(pool, false, &x, &w, &b, q[5], q[6], q[7], q[8], &y2);
+        assert_int_equal(y1.t.count, y2.t.count);
+        const float *a = y1.t.data, *r = y2.t.data;
+        for (uint64_t i = 0; i < y1.t.count; i++)
+            if (!(fabsf(a[i] - r[i]) <= 1e-4f * (1.f + fabsf(r[i]))))
+                fail_msg("conv case %zu: y[%llu] = %g packed, %g im2col", c, (unsigned long long)i, (double)a[i],
+                         (double)r[i]);
+        rt_value_release(&x);
+        rt_value_release(&w);
+        rt_value_release(&b);
+        rt_value_release(&y1);
+        rt_value_release(&y2);
+    }
+    cpu_threadpool_free(pool);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_packed_vs_reference),
+        cmocka_unit_test(test_mismatched_pack_is_an_error),
+        cmocka_unit_test(test_conv_packed_matches_im2col),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
