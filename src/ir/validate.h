@@ -3,10 +3,11 @@
  * Checks what ONNX requires of a graph's wiring, independent of op semantics: one
  * producer per name (a node output that is also a graph input or initializer is an
  * error; an initializer also listed as a graph input is only a warning, as ONNX allows
- * that for IR >= 4 as an overridable default), every consumed name produced (in this graph or an enclosing one, for subgraphs), every
- * graph output produced, no cycles (the message names the nodes in the cycle), IR and
- * opset versions in range. Unsorted graphs are sorted (stable: ties keep file order),
- * as ONNX Runtime does. Every problem is reported, not only the first.
+ * that for IR >= 4 as an overridable default), every consumed name produced (in this
+ * graph or an enclosing one, for subgraphs), every graph output produced, no cycles (the
+ * message names the nodes in the cycle), IR and opset versions in range (an IR version
+ * newer than kiln knows is a warning). Unsorted graphs are sorted (stable: ties keep file
+ * order), as ONNX Runtime does. Every problem is reported, not only the first.
  */
 #ifndef KILN_IR_VALIDATE_H
 #define KILN_IR_VALIDATE_H
