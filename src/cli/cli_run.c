@@ -298,6 +298,12 @@ int cli_run(int argc, char **argv) {
             build_memplan_free(&plan);
         }
         kiln_err_clear(&pe);
+        uint64_t hits = 0, misses = 0;
+        rt_executor_arena_counts(rt_session_executor(s), &hits, &misses);
+        if (rt_executor_arena_bytes(rt_session_executor(s)))
+            printf("activation arena: %.2f MiB in use; %" PRIu64 " node outputs placed in it, %" PRIu64
+                   " fell back to the pool since it was planned (sizes that differ from the plan)\n",
+                   rt_executor_arena_bytes(rt_session_executor(s)) / 1048576.0, hits, misses);
     }
     if (profile) {
         static prof_acc acc;

@@ -7,6 +7,7 @@
  * (a slot, a caller's input, an initializer, or an enclosing frame's value).
  */
 #include "runtime/executor.h"
+#include "build/memplan.h"
 #include "runtime/bufpool.h"
 
 #include <inttypes.h>
@@ -63,6 +64,21 @@ struct rt_executor {
         uint64_t phase_ns[3];
     } dg;
     rt_bufpool *bufpool; /* host executors: recycles main-graph intermediates across runs */
+    /* The activation arena (host executors): after a run, the main graph's intermediates
+     * are planned by lifetime into one block (build/memplan.c) from that run's sizes; the
+     * next runs place every node output whose size matches its plan at its offset. A
+     * size that differs (new input shapes) falls back to the buffer pool, and the plan is
+     * redone after that run. Offsets never overlap while both tensors are alive, so a
+     * tensor at its planned place is safe whatever the other tensors' sizes are. */
+    struct {
+        uint8_t *base;
+        uint64_t bytes;
+        uint64_t *offset;  /* per main-graph value id; BUILD_MEMPLAN_NONE = not placed */
+        uint64_t *size;    /* per value id: the size the offset was planned for */
+        bool ready;
+        const ir_node *node; /* the main-graph node running now (its outputs are the targets) */
+        uint64_t hits, misses;
+    } arena;
 };
 
 typedef struct rt_frame {
@@ -506,7 +522,13 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
         else if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
             dg_off(ex, "per-node profiling, NaN checks and memory accounting need per-node runs");
     }
-    if (st == KILN_OK && ex->opts.record_sizes) {
+    if (ex->bufpool && !getenv("KILN_NO_ARENA")) {
+        size_t nv = (size_t)model->graph->n_values + 1;
+        ex->arena.offset = calloc(nv, sizeof *ex->arena.offset);
+        ex->arena.size = calloc(nv, sizeof *ex->arena.size);
+        if (!ex->arena.offset || !ex->arena.size) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    if (st == KILN_OK && (ex->opts.record_sizes || ex->arena.offset)) {
         ex->main_sizes = calloc((size_t)model->graph->n_values + 1, sizeof *ex->main_sizes);
         if (!ex->main_sizes) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
@@ -544,6 +566,9 @@ void rt_executor_free(rt_executor *ex) {
     free(ex->plans);
     free(ex->main_sizes);
     free(ex->fallback_report);
+    free(ex->arena.base);
+    free(ex->arena.offset);
+    free(ex->arena.size);
     rt_bufpool_free(ex->bufpool);
     free(ex);
 }
@@ -736,6 +761,91 @@ static kiln_status frame_outputs(rt_frame *f, rt_value *outputs, int32_t n_out, 
     return KILN_OK;
 }
 
+/* Graph outputs outlive the run (the caller owns them): they never take pooled or
+ * planned storage. Decided from the graph's output list, not the value flags, which
+ * graphs built in code may not set. */
+static bool is_graph_output(const ir_graph *g, int32_t id) {
+    if (id >= 0 && id < g->n_values && (g->values[id].flags & IR_VALUE_GRAPH_OUTPUT)) return true;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == id) return true;
+    return false;
+}
+
+/* ---- the activation arena (see rt_executor.arena) ---------------------------------- */
+
+static void *arena_alloc_at(void *ctx, int32_t target, uint64_t nbytes) {
+    rt_executor *ex = ctx;
+    const ir_node *n = ex->arena.node;
+    if (n && target >= 0 && target < n->n_outputs) {
+        int32_t id = n->outputs[target];
+        if (id >= 0 && ex->arena.offset[id] != BUILD_MEMPLAN_NONE && ex->arena.size[id] == nbytes) {
+            ex->arena.hits++;
+            return ex->arena.base + ex->arena.offset[id];
+        }
+    }
+    ex->arena.misses++;
+    return rt_bufpool_get(ex->bufpool, nbytes);
+}
+
+static void arena_release(void *ctx, void *data) {
+    rt_executor *ex = ctx;
+    const uint8_t *p = data;
+    if (ex->arena.base && p >= ex->arena.base && p < ex->arena.base + ex->arena.bytes) return; /* planned place */
+    rt_bufpool_put(ex->bufpool, data);
+}
+
+/* After a successful run: plans the arena from this run's sizes unless the current plan
+ * already has exactly these sizes. Every intermediate has been released by now, so the
+ * old block can go. Graph outputs are left out (the caller owns them after the run). A
+ * failure only leaves the arena off: the pool still serves every tensor. */
+static void arena_replan(rt_executor *ex) {
+    const ir_graph *g = ex->model->graph;
+    if (!ex->arena.offset || !ex->main_sizes) return;
+    int32_t nv = g->n_values;
+    uint64_t *sizes = calloc((size_t)nv + 1, sizeof *sizes);
+    if (!sizes) return;
+    for (int32_t v = 0; v < nv; v++) sizes[v] = ex->main_sizes[v];
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0 && g->outputs[i] < nv) sizes[g->outputs[i]] = 0;
+    bool same = ex->arena.ready;
+    for (int32_t v = 0; same && v < nv; v++)
+        same = sizes[v] == (ex->arena.offset[v] == BUILD_MEMPLAN_NONE ? 0 : ex->arena.size[v]);
+    if (same) {
+        free(sizes);
+        return;
+    }
+    ex->arena.ready = false;
+    free(ex->arena.base);
+    ex->arena.base = NULL;
+    ex->arena.bytes = 0;
+    build_memplan plan;
+    kiln_error e = {0};
+    if (build_memplan_graph(g, sizes, &plan, &e) == KILN_OK) {
+        uint64_t bytes = (plan.arena_bytes + 63) / 64 * 64;
+        uint8_t *base = bytes && bytes <= SIZE_MAX ? aligned_alloc(64, (size_t)bytes) : NULL;
+        if (base && plan.n_offsets >= nv) {
+            for (int32_t v = 0; v < nv; v++) {
+                ex->arena.offset[v] = sizes[v] ? plan.offsets[v] : BUILD_MEMPLAN_NONE;
+                ex->arena.size[v] = sizes[v];
+            }
+            ex->arena.base = base;
+            ex->arena.bytes = bytes;
+            ex->arena.ready = true;
+        } else {
+            free(base);
+        }
+        build_memplan_free(&plan);
+    }
+    kiln_err_clear(&e);
+    free(sizes);
+}
+
+uint64_t rt_executor_arena_bytes(const rt_executor *ex) { return ex->arena.ready ? ex->arena.bytes : 0; }
+void rt_executor_arena_counts(const rt_executor *ex, uint64_t *hits, uint64_t *misses) {
+    *hits = ex->arena.hits;
+    *misses = ex->arena.misses;
+}
+
 static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     rt_executor *ex = f->ex;
     rt_graph_plan *p = f->plan;
@@ -818,11 +928,17 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
      * nested subgraph nodes and graph outputs use the heap, so the hook is always set
      * (possibly to NULL) around the call and restored after. */
     rt_tensor *hook_targets[SMALL];
-    rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, ex->bufpool, hook_targets, 0};
+    rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, ex->bufpool, hook_targets, 0, NULL};
+    if (ex->arena.ready) { /* planned places first, the pool for the rest (arena_release tells them apart) */
+        hook.alloc_at = arena_alloc_at;
+        hook.release = arena_release;
+        hook.ctx = ex;
+        ex->arena.node = n;
+    }
     bool pooled = ex->bufpool && !g->parent && !fb && n->n_outputs <= SMALL;
     for (int32_t k = 0; pooled && k < n->n_outputs; k++) {
         int32_t id = n->outputs[k];
-        if (id >= 0 && (g->values[id].flags & IR_VALUE_GRAPH_OUTPUT)) pooled = false;
+        if (id >= 0 && is_graph_output(g, id)) pooled = false;
         hook_targets[k] = &outs[k].t;
     }
     hook.n_targets = pooled ? n->n_outputs : 0;
@@ -1210,6 +1326,8 @@ static kiln_status run_plain(rt_executor *ex, const rt_value *const *inputs, rt_
     if (st != KILN_OK)
         for (int32_t i = 0; i < g->n_outputs; i++) rt_value_release(&outputs[i]);
     frame_release(&f);
+    ex->arena.node = NULL;
+    if (st == KILN_OK) arena_replan(ex);
     return st;
 }
 

@@ -97,4 +97,10 @@ uint64_t rt_value_bytes(const rt_value *v);
 #include "runtime/bufpool.h"
 rt_bufpool_stats rt_executor_bufpool_stats(const rt_executor *ex);
 
+
+/* The activation arena planned from the last run's sizes (0 before one exists), and how
+ * many node outputs were placed in it / fell back to the buffer pool so far. */
+uint64_t rt_executor_arena_bytes(const rt_executor *ex);
+void rt_executor_arena_counts(const rt_executor *ex, uint64_t *hits, uint64_t *misses);
+
 #endif

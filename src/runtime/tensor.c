@@ -60,11 +60,11 @@ static _Thread_local const rt_alloc_hook *tls_hook;
 void rt_tensor_set_alloc_hook(const rt_alloc_hook *hook) { tls_hook = hook; }
 const rt_alloc_hook *rt_tensor_alloc_hook(void) { return tls_hook; }
 
-static const rt_alloc_hook *hook_for(const rt_tensor *t) {
+static const rt_alloc_hook *hook_for(const rt_tensor *t, int32_t *index) {
     const rt_alloc_hook *h = tls_hook;
     if (!h) return NULL;
     for (int32_t i = 0; i < h->n_targets; i++)
-        if (h->targets[i] == t) return h;
+        if (h->targets[i] == t) return *index = i, h;
     return NULL;
 }
 uint64_t rt_tensor_alloc_limit(void) { return tls_alloc_limit; }
@@ -87,9 +87,10 @@ kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const 
     }
     rt_tensor_release(t);
     void *data = NULL;
-    const rt_alloc_hook *hook = count > 0 && dtype != KILN_DTYPE_STRING ? hook_for(t) : NULL;
+    int32_t target = 0;
+    const rt_alloc_hook *hook = count > 0 && dtype != KILN_DTYPE_STRING ? hook_for(t, &target) : NULL;
     if (hook) {
-        data = hook->alloc(hook->ctx, nbytes);
+        data = hook->alloc_at ? hook->alloc_at(hook->ctx, target, nbytes) : hook->alloc(hook->ctx, nbytes);
         if (!data) hook = NULL;
     }
     if (count > 0 && !data) {

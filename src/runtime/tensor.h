@@ -87,6 +87,9 @@ typedef struct rt_alloc_hook {
     void *ctx;
     rt_tensor *const *targets;
     int32_t n_targets;
+    /* Optional: when set, used instead of alloc, with the index of the target in
+     * `targets` (so a planner can give each output its own place). NULL = heap. */
+    void *(*alloc_at)(void *ctx, int32_t target, uint64_t nbytes);
 } rt_alloc_hook;
 void rt_tensor_set_alloc_hook(const rt_alloc_hook *hook);
 const rt_alloc_hook *rt_tensor_alloc_hook(void);

@@ -23,7 +23,7 @@ static void test_hook_targets_only(void **state) {
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     rt_tensor *targets[1] = {&a};
-    rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, pool, targets, 1};
+    rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, pool, targets, 1, NULL};
     rt_tensor_set_alloc_hook(&hook);
     kiln_error err = {0};
     int64_t dims[2] = {3, 5};
