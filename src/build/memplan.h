@@ -9,8 +9,8 @@
  * close the greedy plan is.
  *
  * The executor records real sizes after a run (sizes are only known for concrete
- * input shapes); `kiln verify --memory` reports the plan. Allocating from the arena is
- * future work.
+ * input shapes), plans them, and places later runs' node outputs in the arena
+ * (executor.c, "activation arena"); `kiln verify --memory` and `kiln run` report it.
  */
 #ifndef KILN_BUILD_MEMPLAN_H
 #define KILN_BUILD_MEMPLAN_H
