@@ -40,20 +40,23 @@ static kiln_status checked_index(cpu_kernel_ctx *ctx, const rt_tensor *t, uint64
     return KILN_OK;
 }
 
-static kiln_status data_ok(cpu_kernel_ctx *ctx, const rt_tensor *x) {
-    if (!cpu_elem_size(x->dtype))
-        return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(x->dtype));
-    return KILN_OK;
+/* The data (input 0) and indices (input 1) every gather/scatter op starts from: both
+ * present, data of a dtype kiln can move, indices int32/int64. */
+static kiln_status data_and_indices(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                    const rt_tensor **x, const rt_tensor **ind) {
+    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, x);
+    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, ind);
+    if (st == KILN_OK && !cpu_elem_size((*x)->dtype))
+        st = cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name((*x)->dtype));
+    if (st == KILN_OK) st = index_tensor(ctx, *ind);
+    return st;
 }
 
 /* ---- Gather ------------------------------------------------------------------------- */
 
 KERNEL(Gather) {
     const rt_tensor *x, *ind;
-    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
-    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &ind);
-    if (st == KILN_OK) st = data_ok(ctx, x);
-    if (st == KILN_OK) st = index_tensor(ctx, ind);
+    kiln_status st = data_and_indices(ctx, inputs, n_in, &x, &ind);
     if (st != KILN_OK) return st;
     int32_t axis;
     st = cpu_check_axis(ctx, ir_node_attr_int(ctx->node, "axis", 0), x->rank, "axis", &axis);
@@ -96,10 +99,7 @@ KERNEL(Gather) {
 
 KERNEL(GatherElements) {
     const rt_tensor *x, *ind;
-    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
-    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &ind);
-    if (st == KILN_OK) st = data_ok(ctx, x);
-    if (st == KILN_OK) st = index_tensor(ctx, ind);
+    kiln_status st = data_and_indices(ctx, inputs, n_in, &x, &ind);
     if (st != KILN_OK) return st;
     if (ind->rank != x->rank)
         return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "indices rank %d differs from data rank %d", (int)ind->rank,
@@ -180,10 +180,7 @@ static kiln_status nd_offsets(cpu_kernel_ctx *ctx, const rt_tensor *x, const rt_
 
 KERNEL(GatherND) {
     const rt_tensor *x, *ind;
-    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
-    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &ind);
-    if (st == KILN_OK) st = data_ok(ctx, x);
-    if (st == KILN_OK) st = index_tensor(ctx, ind);
+    kiln_status st = data_and_indices(ctx, inputs, n_in, &x, &ind);
     if (st != KILN_OK) return st;
     int64_t b = ir_node_attr_int(ctx->node, "batch_dims", 0);
     int64_t *offs = NULL, nt = 0, slab = 0;
@@ -252,11 +249,8 @@ static void combine(kiln_dtype dt, void *dst, uint64_t di, const void *src, uint
 static kiln_status scatter_elements(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                     rt_value *outputs, int32_t n_out, bool allow_reduction) {
     const rt_tensor *x, *ind, *upd;
-    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
-    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &ind);
+    kiln_status st = data_and_indices(ctx, inputs, n_in, &x, &ind);
     if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 2, &upd);
-    if (st == KILN_OK) st = data_ok(ctx, x);
-    if (st == KILN_OK) st = index_tensor(ctx, ind);
     red_kind red = RED_NONE;
     if (st == KILN_OK && allow_reduction) st = reduction_attr(ctx, &red);
     if (st != KILN_OK) return st;
@@ -303,11 +297,8 @@ KERNEL(Scatter) { return scatter_elements(ctx, inputs, n_in, outputs, n_out, fal
 
 KERNEL(ScatterND) {
     const rt_tensor *x, *ind, *upd;
-    kiln_status st = cpu_need_input(ctx, inputs, n_in, 0, &x);
-    if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 1, &ind);
+    kiln_status st = data_and_indices(ctx, inputs, n_in, &x, &ind);
     if (st == KILN_OK) st = cpu_need_input(ctx, inputs, n_in, 2, &upd);
-    if (st == KILN_OK) st = data_ok(ctx, x);
-    if (st == KILN_OK) st = index_tensor(ctx, ind);
     red_kind red = RED_NONE;
     if (st == KILN_OK) st = reduction_attr(ctx, &red);
     if (st != KILN_OK) return st;
