@@ -114,36 +114,35 @@ static void pack_b_run(void *user, int64_t p0, int64_t p1) {
     }
 }
 
-kiln_status cpu_gemm_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, cpu_gemm_packed *out,
-                            kiln_error *err) {
+/* Packs a row-major operand into tiles: A ([M, K], rows = M) in panels of MR rows, B
+ * ([K, N], rows = N) in panels of NR columns; the edge panel is zero-padded. */
+static kiln_status pack_operand(const float *src, int64_t ld, int64_t rows, int64_t K, bool is_b,
+                                cpu_gemm_packed *out, kiln_error *err) {
     memset(out, 0, sizeof *out);
-    int64_t pad = round_up(M, MR);
-    if (!size_ok(pad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand %lldx%lld too large to pack",
-                                              (long long)M, (long long)K);
+    int64_t tile = is_b ? NR : MR;
+    int64_t pad = round_up(rows, tile);
+    if (!size_ok(pad, K))
+        return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand %lldx%lld too large to pack",
+                            (long long)(is_b ? K : rows), (long long)(is_b ? rows : K));
     out->data = alloc_floats(pad * K);
     if (!out->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
-    out->rows = M;
+    out->rows = rows;
     out->K = K;
-    out->is_b = false;
-    pack_job j = {A, lda, M, K, pad, out->data};
-    pack_a_run(&j, 0, pad / MR);
+    out->is_b = is_b;
+    pack_job j = {src, ld, rows, K, pad, out->data};
+    if (is_b) pack_b_run(&j, 0, pad / NR);
+    else pack_a_run(&j, 0, pad / MR);
     return KILN_OK;
+}
+
+kiln_status cpu_gemm_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, cpu_gemm_packed *out,
+                            kiln_error *err) {
+    return pack_operand(A, lda, M, K, false, out, err);
 }
 
 kiln_status cpu_gemm_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, cpu_gemm_packed *out,
                             kiln_error *err) {
-    memset(out, 0, sizeof *out);
-    int64_t pad = round_up(N, NR);
-    if (!size_ok(pad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand %lldx%lld too large to pack",
-                                              (long long)K, (long long)N);
-    out->data = alloc_floats(pad * K);
-    if (!out->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
-    out->rows = N;
-    out->K = K;
-    out->is_b = true;
-    pack_job j = {B, ldb, N, K, pad, out->data};
-    pack_b_run(&j, 0, pad / NR);
-    return KILN_OK;
+    return pack_operand(B, ldb, N, K, true, out, err);
 }
 
 void cpu_gemm_packed_free(cpu_gemm_packed *p) {
