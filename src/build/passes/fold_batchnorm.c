@@ -22,8 +22,6 @@ static const float *f32_vec(const ir_graph *g, const ir_node *n, int32_t k, int6
 }
 
 kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                      kiln_error *err);
-kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err) {
     (void)opts;
     ir_graph *g = model->graph;

@@ -84,8 +84,6 @@ static int64_t expanded_count(const ir_graph *g, const ir_node *n) {
 }
 
 kiln_status build_pass_fold_constants(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                      kiln_error *err);
-kiln_status build_pass_fold_constants(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err) {
     ir_graph *g = model->graph;
     cpu_threadpool *pool = NULL;

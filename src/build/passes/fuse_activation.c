@@ -71,8 +71,6 @@ static bool activation_attrs(const ir_graph *g, const ir_node *act, ir_attr *att
 }
 
 kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                       kiln_error *err);
-kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                        kiln_error *err) {
     (void)opts;
     ir_graph *g = model->graph;

@@ -127,8 +127,6 @@ static kiln_status fuse_round(ir_model *model, int32_t *fused_out, kiln_error *e
 }
 
 kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                     kiln_error *err);
-kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                      kiln_error *err) {
     (void)opts;
     /* Shapes of intermediates decide every fusion here, so infer them first (types the

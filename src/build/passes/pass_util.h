@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "build/passes/passes.h"
 #include "core/status.h"
 #include "ir/graph.h"
 #include "runtime/tensor.h"
@@ -46,5 +47,17 @@ static inline const ir_tensor *pass_const(const ir_graph *g, int32_t v) {
 
 /* Whether the node has any graph attribute. */
 bool pass_has_subgraph(const ir_node *n);
+
+/* The passes' entry points, one per file; build_run_passes_stats (passes.c) runs them. */
+kiln_status build_pass_fold_constants(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                      kiln_error *err);
+kiln_status build_pass_remove_identity(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                       kiln_error *err);
+kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                      kiln_error *err);
+kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                       kiln_error *err);
+kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                     kiln_error *err);
 
 #endif

@@ -1,20 +1,10 @@
 /* passes.c - runs the graph passes in order (see passes.h). */
 #include "build/passes/passes.h"
-#include "onnx/onnx_load.h"
 
 #include <string.h>
 
-/* Each pass lives in its own file (see passes.h). */
-kiln_status build_pass_fold_constants(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                      kiln_error *err);
-kiln_status build_pass_remove_identity(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                       kiln_error *err);
-kiln_status build_pass_fold_batchnorm(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                      kiln_error *err);
-kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                       kiln_error *err);
-kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                     kiln_error *err);
+#include "build/passes/pass_util.h"
+#include "onnx/onnx_load.h"
 
 build_pass_options build_pass_options_default(void) {
     build_pass_options o;

@@ -24,8 +24,6 @@ static bool dropout_is_identity(const ir_graph *g, const ir_node *n, const pass_
 }
 
 kiln_status build_pass_remove_identity(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
-                                       kiln_error *err);
-kiln_status build_pass_remove_identity(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                        kiln_error *err) {
     (void)opts;
     ir_graph *g = model->graph;
