@@ -49,6 +49,10 @@ bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why, si
  * host for int64 shape arithmetic; the executor still runs such nodes here when the CPU
  * backend has no kernel for them). */
 bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why, size_t why_size);
+/* Whether the node could run here with its float32 tensors stored as float16 (the FP16
+ * pass, build/passes/precision_fp16.c, asks through supports(..., KILN_DTYPE_FLOAT16)).
+ * Cast and Shape say no: they keep their declared types. */
+bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why, size_t why_size);
 bool cuda_op_input_on_host(const ir_node *node, int32_t index);
 void cuda_op_foreach(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
 /* Broadcast strides of operand dims `d` (rank r) against output dims (rank out_rank). */
@@ -93,6 +97,11 @@ void cuda_half_cache_free(cuda_half_cache *hc);
  * conversion into *scratch (free it with cuda_scratch_free after the node's work). */
 kiln_status cuda_half_operand(cuda_ctx *c, rt_node_call *call, cuda_half_cache *hc, int32_t k, const rt_tensor *t,
                               const void **out, void **scratch);
+
+/* cuda_fused_input for a node whose tensors are `dt` (float32, or float16 with FP16
+ * activations): the fused input must have that dtype. */
+const rt_tensor *cuda_fused_input_dt(rt_node_call *call, const char *attr, uint64_t count, kiln_dtype dt,
+                                     int32_t *index, kiln_status *st);
 
 /* ---- run functions ---- */
 kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call);

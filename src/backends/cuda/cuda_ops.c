@@ -85,11 +85,14 @@ static const ir_value *val(const ir_graph *g, int32_t id) {
     return id >= 0 && id < g->n_values ? &g->values[id] : NULL;
 }
 
-static kiln_dtype in_dtype(const ir_graph *g, const ir_node *n, int32_t k) {
+/* as_half: the question is "could the node run with its float32 tensors stored as float16"
+ * (cuda_op_half_ok, for the FP16 pass): float32 inputs read on the GPU count as float16 */
+static kiln_dtype in_dtype_as(const ir_graph *g, const ir_node *n, int32_t k, bool as_half) {
     const ir_value *v = k < n->n_inputs ? val(g, n->inputs[k]) : NULL;
     if (!v) return KILN_DTYPE_UNDEFINED;
-    if (v->init) return v->init->dtype;
-    return v->type.kind == IR_TYPE_TENSOR ? v->type.dtype : KILN_DTYPE_UNDEFINED;
+    kiln_dtype t = v->init ? v->init->dtype : v->type.kind == IR_TYPE_TENSOR ? v->type.dtype : KILN_DTYPE_UNDEFINED;
+    if (as_half && t == KILN_DTYPE_FLOAT && !cuda_op_input_on_host(n, k)) t = KILN_DTYPE_FLOAT16;
+    return t;
 }
 
 static int32_t in_rank(const ir_graph *g, const ir_node *n, int32_t k) {
@@ -109,22 +112,35 @@ static bool is_movable(kiln_dtype t) {
            t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8 || t == KILN_DTYPE_DOUBLE || t == KILN_DTYPE_INT64;
 }
 
+static bool is_float(kiln_dtype t) { return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16; }
+
 static bool cast_code_ok(kiln_dtype t) {
     return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_INT64 || t == KILN_DTYPE_INT32 ||
            t == KILN_DTYPE_BOOL || t == KILN_DTYPE_DOUBLE;
 }
 
-static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer);
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer,
+                    bool as_half);
 
 bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
-    return can_run(model, node, why_buf, why_size, true);
+    return can_run(model, node, why_buf, why_size, true, false);
 }
 
 bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
-    return can_run(model, node, why_buf, why_size, false);
+    return can_run(model, node, why_buf, why_size, false, false);
 }
 
-static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer) {
+bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
+    const char *op = node->op_type;
+    /* Cast's output type is its attribute and Shape reads metadata only: neither has
+     * float tensors to store in half; they keep their types */
+    if (!strcmp(op, "Cast") || !strcmp(op, "Shape"))
+        return why(why_buf, why_size, "%s keeps its declared types", op);
+    return can_run(model, node, why_buf, why_size, true, true);
+}
+
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer,
+                    bool as_half) {
     const ir_graph *g = model ? model->graph : NULL;
     if (!g || node < g->nodes || node >= g->nodes + g->n_nodes)
         return why(whybuf, why_size, "%s: only main-graph nodes run on the GPU", node->op_type);
@@ -144,14 +160,14 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
             return why(whybuf, why_size, "%s: int64 output (shape arithmetic stays on the host)", op);
         if (k > 0) return why(whybuf, why_size, "%s: only the first output is computed on the GPU", op);
     }
-    kiln_dtype t0 = in_dtype(g, node, 0);
+    kiln_dtype t0 = in_dtype_as(g, node, 0, as_half);
     if (d->run == cuda_run_shape) return true;
     bool movement = d->run == cuda_run_reshape || d->run == cuda_run_transpose || d->run == cuda_run_concat ||
                     d->run == cuda_run_slice || d->run == cuda_run_gather || d->run == cuda_run_expand;
     if (movement) {
         if (!is_movable(t0)) return why(whybuf, why_size, "%s: dtype not handled on the GPU", op);
         if (d->run == cuda_run_gather) {
-            kiln_dtype ti = in_dtype(g, node, 1);
+            kiln_dtype ti = in_dtype_as(g, node, 1, as_half);
             if (ti != KILN_DTYPE_INT64 && ti != KILN_DTYPE_INT32)
                 return why(whybuf, why_size, "%s: indices must be int32/int64", op);
         }
@@ -164,17 +180,18 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         return true;
     }
     if (d->run == cuda_run_where) {
-        if (in_dtype(g, node, 0) != KILN_DTYPE_BOOL || in_dtype(g, node, 1) != KILN_DTYPE_FLOAT ||
-            in_dtype(g, node, 2) != KILN_DTYPE_FLOAT)
-            return why(whybuf, why_size, "%s: only bool condition with float32 values", op);
+        kiln_dtype tx = in_dtype_as(g, node, 1, as_half);
+        if (in_dtype_as(g, node, 0, as_half) != KILN_DTYPE_BOOL || !is_float(tx) ||
+            in_dtype_as(g, node, 2, as_half) != tx)
+            return why(whybuf, why_size, "%s: only bool condition with float32/float16 values", op);
         return true;
     }
-    /* the rest computes in float32 */
+    /* the rest computes in float32 on float32 or float16 tensors (one dtype per node) */
     for (int32_t k = 0; k < node->n_inputs; k++) {
         if (node->inputs[k] < 0 || cuda_op_input_on_host(node, k)) continue;
         if (d->run == cuda_run_reduce && k > 0) continue;
-        if (in_dtype(g, node, k) != KILN_DTYPE_FLOAT)
-            return why(whybuf, why_size, "%s: the GPU kernels take float32 inputs", op);
+        if (!is_float(t0) || in_dtype_as(g, node, k, as_half) != t0)
+            return why(whybuf, why_size, "%s: the GPU kernels take float32 (or float16) inputs of one dtype", op);
     }
     if (d->run == cuda_run_binary && node->n_inputs != 2)
         return why(whybuf, why_size, "%s: only two operands on the GPU", op);

@@ -36,6 +36,32 @@ typedef struct build_pass_stats {
 
 build_pass_options build_pass_options_default(void);
 
+/* ---- FP16 activations (precision_fp16.c), run separately: only for a device backend
+ * asked for --fp16, after type inference (rt_session_create does this). ---- */
+typedef struct build_fp16_rules {
+    /* whether the node can run with its float32 tensors stored as float16 */
+    bool (*node_half)(void *user, const ir_model *model, const ir_node *node);
+    /* whether input k of a half node is read in half (NULL: all); false for arguments read
+     * on the host (Clip's bounds...), which stay float32 */
+    bool (*input_half)(void *user, const ir_node *node, int32_t k);
+    void *user;
+} build_fp16_rules;
+
+typedef struct build_fp16_stats {
+    int32_t half_nodes;             /* nodes now computing on float16 tensors */
+    int32_t float_nodes;            /* nodes with float32 tensors left in float32 (fallback) */
+    int32_t casts;                  /* Cast nodes inserted at the boundaries */
+    int32_t initializers_converted; /* float32 initializers stored as float16 */
+} build_fp16_stats;
+
+struct rt_backend;
+kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
+                                      kiln_error *err);
+/* The same with a backend's rules: supports(ctx, model, node, KILN_DTYPE_FLOAT16) decides
+ * per node, input_on_host() keeps host-read arguments float32. */
+kiln_status build_pass_precision_fp16_backend(ir_model *model, const struct rt_backend *be, void *ctx,
+                                              build_fp16_stats *stats, kiln_error *err);
+
 /* Runs every enabled pass on the model's main graph. opts NULL = defaults. stats may be NULL. */
 kiln_status build_run_passes(ir_model *model, const build_pass_options *opts, kiln_error *err);
 kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
