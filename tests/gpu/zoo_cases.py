@@ -45,16 +45,21 @@ def main():
     ap.add_argument("--out", default="/tmp/zoo")
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--models", default="resnet50,mobilenetv2,bert,embedding")
+    ap.add_argument("--variants", default="tf32,fp32,fp16", help="comma list of tf32, fp32 (--noTF32), fp16")
     a = ap.parse_args()
     worst = 0
     for name in a.models.split(","):
         for batch in (1, 2):
             case = make_case(a.out, name, batch)
-            for extra in ([], ["--noTF32"], ["--fp16"]):
+            flags = {"tf32": [], "fp32": ["--noTF32"], "fp16": ["--fp16"]}
+            for extra in (flags[v] for v in a.variants.split(",")):
                 cmd = [a.kiln, "verify", case, "--backend", "cuda", "--no-fork"] + extra
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 last = (r.stdout.strip().splitlines() or [""])[-1]
                 print(f"{name} b{batch} {' '.join(extra) or '(TF32)'}: rc={r.returncode} {last}")
+                fb = [l for l in r.stderr.splitlines() if "of the main graph run on the" in l]
+                if fb:  # per-node CPU fallback (FP16: nodes with no half kernel run float32 on the CPU)
+                    print("  ", fb[0][:300])
                 if r.returncode:
                     print(r.stdout[-2000:], r.stderr[-2000:])
                     worst = max(worst, r.returncode)

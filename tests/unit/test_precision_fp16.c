@@ -112,6 +112,7 @@ static ir_model *mlp(void) {
     float w[12], b[4];
     for (int i = 0; i < 12; i++) w[i] = 0.1f * (float)(i - 5);
     for (int i = 0; i < 4; i++) b[i] = 0.25f * (float)i - 0.3f;
+    b[3] = -1e30f; /* beyond float16: saturates to -65504 (Relu makes both 0) */
     const_f32(g, "W", 2, (int64_t[]){3, 4}, w);
     const_f32(g, "B", 1, (int64_t[]){4}, b);
     add_node(g, "MatMul", "mm", S("x", "W"), 2, S("h"), 1);
@@ -139,6 +140,8 @@ static void test_half_nodes_casts_and_initializers(void **state) {
     uint16_t h;
     memcpy(&h, (const uint8_t *)g->values[w].init->data + 2, 2);
     assert_true(fabsf(kiln_fp16_to_fp32(h) - (-0.4f)) < 1e-3f);
+    memcpy(&h, (const uint8_t *)g->values[ir_graph_find(g, "B")].init->data + 6, 2);
+    assert_true(kiln_fp16_to_fp32(h) == -65504.f); /* saturated, not -inf */
     /* the half nodes read and write float16 */
     const ir_node *mm = find_node(g, "mm");
     assert_int_equal(dt_of(g, mm->inputs[0]), KILN_DTYPE_FLOAT16);

@@ -12,7 +12,7 @@
  *  - a float32 input of a half node (graph input, output of a float32 node) is read
  *    through one Cast to float16, shared by every half reader; float32 initializers read
  *    only by half nodes are converted to float16 once, here (the weights then upload and
- *    stay resident in half);
+ *    stay resident in half; finite values beyond +-65504 saturate to +-65504);
  *  - a float32 node (or a host-read argument of a half node, rules.input_half false, e.g.
  *    Clip's bounds) reading a value that became float16 reads it through one Cast back to
  *    float32.
@@ -22,6 +22,7 @@
  * inputs and initializers), so the node list stays topologically sorted. Run after type
  * inference (decisions use value types; values of unknown type are left alone).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,10 @@ static kiln_status convert_initializer(fp16_ctx *c, int32_t v) {
         for (uint64_t i = 0; i < src->count; i++) {
             float f;
             memcpy(&f, s + i * 4, 4); /* mapped data may be unaligned */
+            /* finite values past float16's range saturate instead of becoming inf: masks
+             * written as (1 - m) * finfo(float32).min would otherwise give 0 * -inf = NaN */
+            if (f > 65504.f && !isinf(f)) f = 65504.f;
+            if (f < -65504.f && !isinf(f)) f = -65504.f;
             h[i] = kiln_fp32_to_fp16(f);
         }
         t->data = h;
