@@ -173,7 +173,9 @@ int cli_run(int argc, char **argv) {
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
     so.profile = profile;
-    so.record_sizes = true; /* for the memory line: planned arena vs lower bound */
+    /* for the memory line: planned arena vs lower bound. Not on a device backend: per-node
+     * size accounting turns CUDA graphs off, and the timings would be node by node */
+    so.record_sizes = !strcmp(backend, "cpu");
     so.backend = backend;
     so.no_tf32 = no_tf32;
     so.fp16 = fp16;
