@@ -64,9 +64,11 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         (void)ir_infer(model, NULL, &dl, &ie);
         kiln_err_clear(&ie);
         diag_list_free(&dl);
-        /* --fp16: float16 tensors between the nodes the device runs in half, casts at the
-         * boundaries (build/passes/precision_fp16.c) */
-        if (opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
+        /* attention blocks -> one Attention node, which the device runs as one kernel
+         * (build/passes/fuse_attention.c); then --fp16: float16 tensors between the nodes
+         * the device runs in half, casts at the boundaries (precision_fp16.c) */
+        if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
+        if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
         if (st == KILN_OK) st = fb->create(&fo, &s->fbctx, err);

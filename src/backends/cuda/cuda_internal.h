@@ -124,6 +124,7 @@ kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c */
 
 /* Maps an activation name (kiln_activation attribute or an op type) to a cuda_unary_op;
  * -1 when unknown. */

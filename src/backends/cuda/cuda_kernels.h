@@ -76,6 +76,21 @@ int cuda_k_bias_act(int half, void *y, const void *bias, const void *res, int64_
 int cuda_k_half_epilogue(const void *yh, float *y, const float *res, const float *bias, int64_t n, int64_t c,
                          int64_t hw, int act, float alpha, float beta, void *stream);
 
+/* Fused attention (ONNX Attention without past/present): per (batch, head, query row)
+ * y = softmax(scale * q k^T + mask [+ causal]) v, one pass over the keys with an online
+ * softmax (cuda_attention.cu). Strides are in elements (the head dim is contiguous);
+ * the mask strides are 0 on broadcast axes. Query head h reads kv head h / (Hq / Hkv). */
+typedef struct cuda_att_args {
+    int64_t B, Hq, Hkv, S, L, D, Dv;
+    int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, y_sb, y_sh, y_ss;
+    int64_t m_sb, m_sh, m_si, m_sj;
+    float scale;
+    int causal;
+} cuda_att_args;
+#define CUDA_ATT_MAX_D 128
+int cuda_k_attention(int half, const void *q, const void *k, const void *v, const void *mask, void *y,
+                     const cuda_att_args *a, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,6 +46,8 @@ static const cuda_op_desc ops[] = {
     {"ReduceMax", cuda_run_reduce, HOST(1)}, {"ReduceMin", cuda_run_reduce, HOST(1)},
     /* libraries */
     {"MatMul", cuda_run_matmul, 0}, {"Gemm", cuda_run_gemm, 0},
+    /* fused kernels */
+    {"Attention", cuda_run_attention, 0},
 #if KILN_HAVE_CUDNN
     {"Conv", cuda_run_conv, 0},
 #endif
@@ -200,6 +202,23 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         int32_t r = in_rank(g, node, 0);
         if (r < 0 || !(axis == -1 || axis == r - 1))
             return why(whybuf, why_size, "%s: only the last axis on the GPU", op);
+    }
+    if (d->run == cuda_run_attention) {
+        /* the fused kernel: no past/present caches, no softcap, no qk output, a float mask
+         * (the dtype loop above) and head sizes up to CUDA_ATT_MAX_D */
+        int32_t r = in_rank(g, node, 0);
+        if (node->n_inputs > 4 || node->n_outputs > 1)
+            return why(whybuf, why_size, "%s: past/present key-values or extra outputs stay on the CPU", op);
+        if (ir_node_attr_float(node, "softcap", 0.f) != 0.f)
+            return why(whybuf, why_size, "%s: softcap stays on the CPU", op);
+        if (r != 3 && r != 4) return why(whybuf, why_size, "%s: Q must be 3-D or 4-D", op);
+        const ir_value *q = val(g, node->inputs[0]), *vv = node->n_inputs > 2 ? val(g, node->inputs[2]) : NULL;
+        int64_t hq = r == 3 ? ir_node_attr_int(node, "q_num_heads", 0) : 1;
+        int64_t hk = r == 3 ? ir_node_attr_int(node, "kv_num_heads", 0) : 1;
+        if (!q || !vv || hq < 1 || hk < 1 || q->type.rank != r || vv->type.rank != r ||
+            q->type.dims[r - 1].kind != IR_DIM_CONST || vv->type.dims[r - 1].kind != IR_DIM_CONST ||
+            q->type.dims[r - 1].value / hq > CUDA_ATT_MAX_D || vv->type.dims[r - 1].value / hk > CUDA_ATT_MAX_D)
+            return why(whybuf, why_size, "%s: head sizes must be known and at most 128 on the GPU", op);
     }
     if (d->run == cuda_run_batchnorm && ir_node_attr_int(node, "training_mode", 0) != 0)
         return why(whybuf, why_size, "%s: training mode", op);

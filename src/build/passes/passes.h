@@ -32,6 +32,7 @@ typedef struct build_pass_stats {
     int32_t batchnorm_folded;
     int32_t activation_fused;
     int32_t residual_fused; /* Adds folded into a producer as kiln_bias / kiln_residual */
+    int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);
@@ -53,6 +54,12 @@ typedef struct build_fp16_stats {
     int32_t casts;                  /* Cast nodes inserted at the boundaries */
     int32_t initializers_converted; /* float32 initializers stored as float16 */
 } build_fp16_stats;
+
+/* Attention blocks (MatMul -> scale -> [mask] -> Softmax -> MatMul with the head-split
+ * Transposes) -> one ONNX Attention node (fuse_attention.c). Not in build_run_passes: the
+ * session runs it for device backends, which have a fused kernel. opts/stats may be NULL. */
+kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                      kiln_error *err);
 
 struct rt_backend;
 kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
