@@ -259,7 +259,7 @@ static bool node_has_dtype(const ir_graph *g, const ir_node *n, kiln_dtype dt) {
  * every node that now has float16 tensors is one the GPU runs as typed (the pass and the
  * support rules agree), that the Casts run there, and that graph outputs stay float32.
  * Returns -1 when the file is missing, else the number of half nodes. */
-static int check_fp16_model(const char *path, build_fp16_stats *out) {
+static int check_fp16_model(const char *path, build_fp16_stats *out, int *attention) {
     kiln_model *km = NULL;
     if (kiln_model_load_file(path, NULL, &km) != KILN_OK) {
         kiln_model_free(km);
@@ -273,6 +273,16 @@ static int check_fp16_model(const char *path, build_fp16_stats *out) {
     (void)ir_infer(m, NULL, &dl, &e);
     kiln_err_clear(&e);
     diag_list_free(&dl);
+    /* as the session does for a device backend: attention fusion, then FP16 */
+    build_pass_stats ps;
+    memset(&ps, 0, sizeof ps);
+    assert_int_equal(build_pass_fuse_attention(m, NULL, &ps, &e), KILN_OK);
+    for (int32_t i = 0; i < m->graph->n_nodes; i++)
+        if (!strcmp(m->graph->nodes[i].op_type, "Attention")) {
+            char why[256] = "";
+            if (!cuda_op_supported(m, &m->graph->nodes[i], why, sizeof why)) fprintf(stderr, "Attention: %s\n", why);
+            assert_true(cuda_op_supported(m, &m->graph->nodes[i], NULL, 0));
+        }
     build_fp16_rules r = {gpu_node_half, gpu_input_half, NULL};
     build_fp16_stats st;
     const ir_graph *g = m->graph;
@@ -291,6 +301,7 @@ static int check_fp16_model(const char *path, build_fp16_stats *out) {
     for (int32_t i = 0; i < g->n_outputs && i < 16; i++) /* outputs keep their types */
         assert_int_equal(g->values[g->outputs[i]].type.dtype, out_dt[i]);
     *out = st;
+    *attention = ps.attention_fused;
     kiln_model_free(km);
     return st.half_nodes;
 }
@@ -306,7 +317,8 @@ static void test_fp16_pass_with_gpu_rules(void **state) {
         char path[1024];
         snprintf(path, sizeof path, "%s/onnx-backend-tests/node/%s/model.onnx", KILN_SHARED_DIR, cases[i]);
         build_fp16_stats st;
-        int r = check_fp16_model(path, &st);
+        int att = 0;
+        int r = check_fp16_model(path, &st, &att);
         if (r < 0) {
             printf("  (%s not found: skipped)\n", cases[i]);
             continue;
@@ -326,11 +338,13 @@ static void test_fp16_pass_with_gpu_rules(void **state) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s.onnx", zoo, models[i]);
         build_fp16_stats st;
-        int r = check_fp16_model(path, &st);
+        int att = 0;
+        int r = check_fp16_model(path, &st, &att);
         if (r < 0) continue;
-        printf("  %s: %d half nodes, %d float32 nodes, %d casts, %d initializers converted\n", models[i], st.half_nodes,
-               st.float_nodes, st.casts, st.initializers_converted);
+        printf("  %s: %d attention blocks fused; %d half nodes, %d float32 nodes, %d casts, %d initializers "
+               "converted\n", models[i], att, st.half_nodes, st.float_nodes, st.casts, st.initializers_converted);
         assert_true(r > 0);
+        assert_int_equal(att, strcmp(models[i], "bert") ? 0 : 12);
     }
     if (!zoo) printf("  (KILN_ZOO_DIR not set: zoo models not checked)\n");
     if (!checked) skip();
