@@ -5,7 +5,8 @@
 # at batch 1 (FP16, and TF32 for comparison). Logs go to $OUT (default ./gpu-out).
 #
 # Usage (from the repository root): tests/gpu/fp16_check.sh [NODE_TEST_DIR]
-#   env: MODELS (zoo models, default resnet50,bert,mobilenetv2,embedding), NO_NODE=1, NO_PROFILE=1
+#   env: MODELS (zoo models, default resnet50,bert,mobilenetv2,embedding), NO_NODE=1, NO_PROFILE=1,
+#        ATT_NODE=DIR (ONNX Attention node tests, checked --gpu-only in FP32 and FP16)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -44,6 +45,13 @@ if [ -z "${NO_NODE:-}" ] && [ -d "$NODE" ]; then
         grep -iE "^ *fail" "$OUT/node${extra:+_fp16}.log" | head -15 | tee -a "$OUT/summary.txt"
     done
 fi
+if [ -n "${ATT_NODE:-}" ] && [ -d "$ATT_NODE" ]; then
+    for extra in "" "--fp16"; do
+        timeout 60 $K verify "$ATT_NODE" --backend cuda --gpu-only $extra --no-fork >"$OUT/att${extra:+_fp16}.log" 2>&1
+        log "attention node tests --gpu-only $extra: rc=$? $(tail -1 "$OUT/att${extra:+_fp16}.log")"
+        grep -iE "^ *fail" "$OUT/att${extra:+_fp16}.log" | head -10 | cut -c1-300 | tee -a "$OUT/summary.txt"
+    done
+fi
 t0=$(date +%s)
 PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-200} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K \
     --models "${MODELS:-resnet50,bert,mobilenetv2,embedding}" --variants "tf32,fp16" >"$OUT/zoo.log" 2>&1
@@ -57,8 +65,9 @@ for name in resnet50 bert; do
         log "run $name ${extra:-(TF32)}: rc=$? $(grep -E 'median|cuda graph|replay' "$OUT/run_${name}${extra:+_fp16}.log" | tr '\n' ' ' | cut -c1-400)"
         grep -i warning "$OUT/run_${name}${extra:+_fp16}.log" | head -3 | cut -c1-300 | tee -a "$OUT/summary.txt"
         if [ -z "${NO_PROFILE:-}" ]; then
-            $K run /tmp/zoo/$name.onnx --backend cuda --iterations 20 --warmUp 5 --shapes $shapes $extra --profile \
+            $K run /tmp/zoo/$name.onnx --backend cuda --iterations 300 --warmUp 5 --shapes $shapes $extra --profile \
                 --noCudaGraph >"$OUT/profile_${name}${extra:+_fp16}.log" 2>&1
+            sed -n '/by op type/,$p' "$OUT/profile_${name}${extra:+_fp16}.log" | head -14 | tee -a "$OUT/summary.txt"
         fi
     done
 done

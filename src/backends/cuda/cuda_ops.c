@@ -219,6 +219,18 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
             q->type.dims[r - 1].kind != IR_DIM_CONST || vv->type.dims[r - 1].kind != IR_DIM_CONST ||
             q->type.dims[r - 1].value / hq > CUDA_ATT_MAX_D || vv->type.dims[r - 1].value / hk > CUDA_ATT_MAX_D)
             return why(whybuf, why_size, "%s: head sizes must be known and at most 128 on the GPU", op);
+        /* a mask narrower than the key length (padded with -inf by the CPU kernel) */
+        const ir_value *mk = node->n_inputs > 3 ? val(g, node->inputs[3]) : NULL, *kk = val(g, node->inputs[1]);
+        int32_t mr = mk ? (mk->init ? mk->init->rank : mk->type.rank) : 0;
+        if (mk && (mr < 1 || mk->init || !kk || kk->type.rank != r || mk->type.dims[mr - 1].kind != IR_DIM_CONST ||
+                   kk->type.dims[r == 3 ? 1 : 2].kind != IR_DIM_CONST ||
+                   mk->type.dims[mr - 1].value != kk->type.dims[r == 3 ? 1 : 2].value)) {
+            bool same_sym = mk && !mk->init && kk && mr >= 1 && kk->type.rank == r &&
+                            mk->type.dims[mr - 1].kind == IR_DIM_SYM &&
+                            kk->type.dims[r == 3 ? 1 : 2].kind == IR_DIM_SYM &&
+                            mk->type.dims[mr - 1].sym == kk->type.dims[r == 3 ? 1 : 2].sym;
+            if (!same_sym) return why(whybuf, why_size, "%s: the mask must span the key length on the GPU", op);
+        }
     }
     if (d->run == cuda_run_batchnorm && ir_node_attr_int(node, "training_mode", 0) != 0)
         return why(whybuf, why_size, "%s: training mode", op);
