@@ -245,6 +245,11 @@ static bool gpu_input_half(void *user, const ir_node *n, int32_t k) {
     return !cuda_op_input_on_host(n, k);
 }
 
+static bool gpu_node_nhwc(void *user, const ir_model *m, const ir_node *n) {
+    (void)user;
+    return cuda_op_supported(m, n, NULL, 0);
+}
+
 static bool node_has_dtype(const ir_graph *g, const ir_node *n, kiln_dtype dt) {
     for (int32_t k = 0; k < n->n_inputs + n->n_outputs; k++) {
         int32_t v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
@@ -289,6 +294,9 @@ static int check_fp16_model(const char *path, build_fp16_stats *out, int *attent
     kiln_dtype out_dt[16];
     for (int32_t i = 0; i < g->n_outputs && i < 16; i++) out_dt[i] = g->values[g->outputs[i]].type.dtype;
     assert_int_equal(build_pass_precision_fp16(m, &r, &st, &e), KILN_OK);
+    build_layout_rules lr = {gpu_node_nhwc, NULL};
+    int32_t moved = 0;
+    assert_int_equal(build_pass_layout_nhwc(m, &lr, &moved, &e), KILN_OK);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (!node_has_dtype(g, n, KILN_DTYPE_FLOAT16)) continue;

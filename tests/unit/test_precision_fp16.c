@@ -3,7 +3,7 @@
  * that they are shared and placed in topological order), which initializers become
  * float16, that graph outputs keep their name and float32 type, that host-read
  * arguments stay float32; and that the CPU backend runs the rewritten graph to the
- * float32 result within float16 rounding. */
+ * float32 result within float16 rounding. Also the channels-last pass (layout_nhwc.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -279,6 +279,88 @@ static void test_cpu_runs_rewritten_graph(void **state) {
     }
 }
 
+
+/* ---- channels-last regions (layout_nhwc.c) ---- */
+
+static bool all_ok(void *user, const ir_model *m, const ir_node *n) {
+    (void)user, (void)m;
+    assert_string_equal(n->domain, "kiln.nhwc"); /* asked as it would be */
+    return true;
+}
+
+static const int64_t *perm_of(const ir_node *n) {
+    const ir_attr *a = ir_node_attr(n, "perm");
+    assert_non_null(a);
+    assert_int_equal(a->n, 4);
+    return a->ints;
+}
+
+/* x -> Conv(W) -> MaxPool -> GlobalAveragePool -> Flatten -> y, and the Conv's output is
+ * also a graph output: one NHWC region with a Transpose in, one out before Flatten, one
+ * back to NCHW for the pinned output; the weight is stored [O, KH, KW, C]. (The CPU has
+ * no kiln.nhwc kernels: the session runs this pass for device backends only.) */
+static void test_layout_nhwc_region(void **state) {
+    (void)state;
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x"), 1, S("y", "c"), 2);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 3, 8, 8}, NULL);
+    float w[4 * 3 * 3 * 3];
+    for (int i = 0; i < 108; i++) w[i] = (float)i;
+    const_f32(g, "W", 4, (int64_t[]){4, 3, 3, 3}, w);
+    ir_node *conv = add_node(g, "Conv", "conv", S("x", "W"), 2, S("c"), 1);
+    ir_attr *a = add_attrs(g, conv, 1);
+    a->name = "pads";
+    a->type = IR_ATTR_INTS;
+    a->n = 4;
+    a->ints = ARENA_ARRAY(&m->arena, int64_t, 4);
+    for (int i = 0; i < 4; i++) a->ints[i] = 1;
+    ir_node *mp = add_node(g, "MaxPool", "pool", S("c"), 1, S("p"), 1);
+    a = add_attrs(g, mp, 1);
+    a->name = "kernel_shape";
+    a->type = IR_ATTR_INTS;
+    a->n = 2;
+    a->ints = ARENA_ARRAY(&m->arena, int64_t, 2);
+    a->ints[0] = a->ints[1] = 2;
+    add_node(g, "GlobalAveragePool", "gap", S("p"), 1, S("gp"), 1);
+    add_node(g, "Flatten", "flat", S("gp"), 1, S("y"), 1);
+    infer(m);
+    build_layout_rules r = {all_ok, NULL};
+    int32_t moved = 0;
+    kiln_error e = {0};
+    assert_int_equal(build_pass_layout_nhwc(m, &r, &moved, &e), KILN_OK);
+    assert_int_equal(moved, 3);
+    assert_topological(g);
+    assert_int_equal(count_op(g, "Transpose"), 3);
+    const ir_node *cv = find_node(g, "conv"), *gap = find_node(g, "gap"), *fl = find_node(g, "flat");
+    assert_string_equal(cv->domain, "kiln.nhwc");
+    assert_string_equal(find_node(g, "pool")->domain, "kiln.nhwc");
+    assert_string_equal(gap->domain, "kiln.nhwc");
+    assert_string_equal(fl->domain, "");
+    /* x enters through Transpose(0,2,3,1) */
+    const ir_node *tin = &g->nodes[g->values[cv->inputs[0]].producer];
+    assert_string_equal(tin->op_type, "Transpose");
+    assert_int_equal(perm_of(tin)[3], 1);
+    assert_int_equal(g->values[cv->inputs[0]].type.dims[3].value, 3); /* [1, 8, 8, 3] */
+    /* weight [4, 3, 3, 3] -> [O, KH, KW, C]: element (o=1, c=2, y=0, x=1) moves */
+    const ir_tensor *wt = g->values[cv->inputs[1]].init;
+    assert_non_null(wt);
+    float got;
+    memcpy(&got, (const uint8_t *)wt->data + 4 * (((1 * 3 + 0) * 3 + 1) * 3 + 2), 4);
+    assert_true(got == w[((1 * 3 + 2) * 3 + 0) * 3 + 1]);
+    /* Flatten reads GAP's output through Transpose(0,3,1,2) */
+    const ir_node *tout = &g->nodes[g->values[fl->inputs[0]].producer];
+    assert_string_equal(tout->op_type, "Transpose");
+    assert_int_equal(perm_of(tout)[1], 3);
+    /* the pinned Conv output "c" keeps its name, NCHW, from a Transpose back */
+    int32_t cv_out = ir_graph_find(g, "c");
+    const ir_node *tc = &g->nodes[g->values[cv_out].producer];
+    assert_string_equal(tc->op_type, "Transpose");
+    assert_int_equal(g->values[cv_out].type.dims[1].value, 4); /* [1, 4, 8, 8] */
+    assert_string_equal(g->nodes[g->values[tc->inputs[0]].producer].name, "conv");
+    ir_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_nodes_casts_and_initializers),
@@ -286,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_shared_and_host_inputs),
         cmocka_unit_test(test_no_float_tensors_untouched),
         cmocka_unit_test(test_cpu_runs_rewritten_graph),
+        cmocka_unit_test(test_layout_nhwc_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,11 +75,20 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     bool res_at_2 = ra && ra->type == IR_ATTR_INT && ra->i == 2; /* no bias: the residual took slot 2 */
     const rt_tensor *bias = call->n_in > 2 && call->inputs[2] && !res_at_2 ? &call->inputs[2]->t : NULL;
     bool one_d = x->rank == 3;
+    /* channels-last (domain kiln.nhwc, build/passes/layout_nhwc.c): x [N, H, W, C],
+     * w [O, KH, KW, C/g], y [N, OH, OW, O]; half I/O only */
+    bool nhwc = cuda_node_nhwc(n);
+    if (nhwc && (x->rank != 4 || x->dtype != KILN_DTYPE_FLOAT16))
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "channels-last convolutions are 2-D float16 only");
     if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank)
         return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions on the GPU");
     const ir_attr *sa = ir_node_attr(n, "strides"), *pa = ir_node_attr(n, "pads"), *da = ir_node_attr(n, "dilations");
     int64_t N = x->dims[0], C = x->dims[1], H = one_d ? 1 : x->dims[2], W = x->dims[x->rank - 1];
     int64_t O = w->dims[0], CI = w->dims[1], KH = one_d ? 1 : w->dims[2], KW = w->dims[w->rank - 1];
+    if (nhwc) {
+        C = x->dims[3], H = x->dims[1], W = x->dims[2];
+        CI = w->dims[3], KH = w->dims[1], KW = w->dims[2];
+    }
     int64_t group = ir_node_attr_int(n, "group", 1);
     int64_t sh = one_d ? 1 : attr_at(sa, 0, 1), sw = attr_at(sa, one_d ? 0 : 1, 1);
     int64_t ph = one_d ? 0 : attr_at(pa, 0, 0), pw = attr_at(pa, one_d ? 0 : 1, 0);
@@ -95,6 +104,7 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     if (OH < 1 || OW < 1 || sh < 1 || sw < 1)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "kernel larger than the padded input");
     int64_t odims[4] = {N, O, one_d ? OW : OH, OW};
+    if (nhwc) odims[1] = OH, odims[2] = OW, odims[3] = O;
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, odims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
@@ -125,9 +135,9 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         *call->state = p;
         *call->state_free = conv_free;
     }
-    /* key[12]: 0 float32, 1 half operands with float32 I/O, 2 half I/O */
+    /* key[12]: 0 float32, 1 half operands with float32 I/O, 2 half I/O, 3 half I/O NHWC */
     int64_t key[13] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32,
-                       hio ? 2 : c->fp16};
+                       nhwc ? 3 : hio ? 2 : c->fp16};
     /* FP16: half views of x and w and a half output scratch (freed at the end) */
     const void *xdata = x->data, *wdata = w->data;
     void *ydata = y->data, *sx = NULL, *sy = NULL, *swt = NULL;
@@ -163,8 +173,9 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
                             int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t group) {
     (void)x;
     kiln_status st;
-    int mode = (int)key[12]; /* 0 float32, 1 half operands / float32 I/O, 2 half I/O */
+    int mode = (int)key[12]; /* 0 float32, 1 half operands / float32 I/O, 2 half I/O, 3 half I/O NHWC */
     cudnnDataType_t dt = mode ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    cudnnTensorFormat_t fmt = mode == 3 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
     cudnnStatus_t s;
     if (!p->valid || memcmp(p->key, key, sizeof p->key) != 0) {
@@ -176,14 +187,14 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
         cudnnCreateFilterDescriptor(&p->wd);
         cudnnCreateConvolutionDescriptor(&p->cd);
         cudnnCreateActivationDescriptor(&p->ad);
-        if ((s = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)C, (int)H,
-                                            (int)W)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)O, (int)OH,
-                                            (int)OW)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, mode == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT, 1,
+        if ((s = cudnnSetTensor4dDescriptor(p->xd, fmt, dt, (int)N, (int)C, (int)H, (int)W)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensor4dDescriptor(p->yd, fmt, dt, (int)N, (int)O, (int)OH, (int)OW)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, mode >= 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT, 1,
                                             (int)O, 1, 1)) !=
                 CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NCHW, (int)O, (int)CI, (int)KH,
+            (s = cudnnSetFilter4dDescriptor(p->wd, dt, fmt, (int)O, (int)CI, (int)KH,
                                             (int)KW)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetConvolution2dDescriptor(p->cd, (int)ph, (int)pw, (int)sh, (int)sw, (int)dh, (int)dw,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS ||
@@ -222,19 +233,20 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
         return st;
     float beta = res ? 1.f : 0.f;
     if (bias && act == CU_RELU && p->fused_ok) {
-        const void *z = mode == 2 && res ? res->data : y->data;
+        const void *z = mode >= 2 && res ? res->data : y->data;
         s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace,
                                                   p->ws, &beta, p->yd, z, p->bd, bias->data, p->ad, p->yd, y->data);
         if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
         p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
     }
-    if (mode == 2) {
+    if (mode >= 2) {
         s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &zero,
                                     p->yd, y->data);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "FP16 convolution");
         if (bias || res || act >= 0)
-            return cuda_fail(call, cuda_k_bias_act(1, y->data, bias ? bias->data : NULL, res ? res->data : NULL, N, O,
-                                                   OH * OW, act, fa, fb, c->stream),
+            return cuda_fail(call, cuda_k_bias_act(1, y->data, bias ? bias->data : NULL, res ? res->data : NULL,
+                                                   mode == 3 ? N * OH * OW : N, O, mode == 3 ? 1 : OH * OW, act, fa, fb,
+                                                   c->stream),
                              "bias/residual/activation kernel");
         return KILN_OK;
     }

@@ -42,6 +42,8 @@ typedef struct cuda_op_desc {
 
 /* ---- cuda_ops.c (host logic) ---- */
 const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type);
+/* Whether the node is a channels-last form (domain "kiln.nhwc", build/passes/layout_nhwc.c). */
+bool cuda_node_nhwc(const ir_node *node);
 /* Whether the node runs on the GPU; when not, why (for messages and tests). Decided from
  * the op, its attributes and the inferred value types (unknown types stay on the CPU). */
 bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why, size_t why_size);

@@ -53,7 +53,24 @@ static const cuda_op_desc ops[] = {
 #endif
 };
 
+/* Channels-last forms (domain "kiln.nhwc", made by build/passes/layout_nhwc.c for half
+ * convolutions): data tensors [N, H, W, C], Conv weights [O, KH, KW, C/g]. */
+static const cuda_op_desc nhwc_ops[] = {
+#if KILN_HAVE_CUDNN
+    {"Conv", cuda_run_conv, 0},
+#endif
+    {"MaxPool", cuda_run_pool, 0}, {"AveragePool", cuda_run_pool, 0},
+    {"GlobalAveragePool", cuda_run_global_pool, 0}, {"GlobalMaxPool", cuda_run_global_pool, 0},
+};
+
+bool cuda_node_nhwc(const ir_node *node) { return node->domain && !strcmp(node->domain, "kiln.nhwc"); }
+
 const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type) {
+    if (domain && !strcmp(domain, "kiln.nhwc")) {
+        for (size_t i = 0; i < sizeof nhwc_ops / sizeof nhwc_ops[0]; i++)
+            if (!strcmp(nhwc_ops[i].op_type, op_type)) return &nhwc_ops[i];
+        return NULL;
+    }
     if (domain && domain[0]) return NULL;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!strcmp(ops[i].op_type, op_type)) return &ops[i];
@@ -203,6 +220,8 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         if (r < 0 || !(axis == -1 || axis == r - 1))
             return why(whybuf, why_size, "%s: only the last axis on the GPU", op);
     }
+    if (cuda_node_nhwc(node) && (t0 != KILN_DTYPE_FLOAT16 || in_rank(g, node, 0) != 4 || node->n_outputs != 1))
+        return why(whybuf, why_size, "%s: channels-last runs only 2-D float16 nodes", op);
     if (d->run == cuda_run_attention) {
         /* the fused kernel: no past/present caches, no softcap, no qk output, a float mask
          * (the dtype loop above) and head sizes up to CUDA_ATT_MAX_D */

@@ -532,13 +532,14 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
     const ir_node *n = call->node;
     const rt_tensor *x = IN(0);
     if (x->rank != 4) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 2-D pooling on the GPU");
+    bool nhwc = cuda_node_nhwc(n); /* channels-last: x [N, H, W, C] */
     const ir_attr *ks = ir_node_attr(n, "kernel_shape"), *sa = ir_node_attr(n, "strides"),
                   *pa = ir_node_attr(n, "pads"), *da = ir_node_attr(n, "dilations");
     int64_t kh = attr_at(ks, 0, 1), kw = attr_at(ks, 1, 1), sh = attr_at(sa, 0, 1), sw = attr_at(sa, 1, 1);
     int64_t pt = attr_at(pa, 0, 0), pl = attr_at(pa, 1, 0), pb = attr_at(pa, 2, 0), pr = attr_at(pa, 3, 0);
     int64_t dh = attr_at(da, 0, 1), dw = attr_at(da, 1, 1);
     bool ceil_mode = ir_node_attr_int(n, "ceil_mode", 0) != 0;
-    int64_t H = x->dims[2], W = x->dims[3];
+    int64_t H = nhwc ? x->dims[1] : x->dims[2], W = nhwc ? x->dims[2] : x->dims[3];
     int64_t eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
     if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || H + pt + pb < eh || W + pl + pr < ew)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "kernel larger than the padded input or bad attributes");
@@ -548,10 +549,16 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
     if (ceil_mode && (oh - 1) * sh >= H + pt) oh--;
     if (ceil_mode && (ow - 1) * sw >= W + pl) ow--;
     int64_t dims[4] = {x->dims[0], x->dims[1], oh, ow};
+    if (nhwc) dims[1] = oh, dims[2] = ow, dims[3] = x->dims[3];
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, 4, dims, &y, call->err);
     if (st != KILN_OK) return st;
     bool is_max = !strcmp(n->op_type, "MaxPool");
+    if (nhwc)
+        return cuda_fail(call, cuda_k_pool2d_nhwc(is_half(x), x->data, y->data, x->dims[0], x->dims[3], H, W, oh, ow,
+                                                  (int)kh, (int)kw, (int)sh, (int)sw, (int)pt, (int)pl, (int)dh, (int)dw,
+                                                  is_max, (int)ir_node_attr_int(n, "count_include_pad", 0), c->stream),
+                         "pool kernel");
     return cuda_fail(call, cuda_k_pool2d(is_half(x), x->data, y->data, x->dims[0] * x->dims[1], H, W, oh, ow, (int)kh, (int)kw,
                                          (int)sh, (int)sw, (int)pt, (int)pl, (int)dh, (int)dw, is_max,
                                          (int)ir_node_attr_int(n, "count_include_pad", 0), c->stream),
@@ -560,6 +567,17 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
 
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call) {
     const rt_tensor *x = IN(0);
+    if (cuda_node_nhwc(call->node)) { /* [N, H, W, C] -> [N, 1, 1, C]: a reduction over the middle axis */
+        if (x->rank != 4) return cuda_node_fail(call, KILN_ERR_SHAPE, "channels-last input must be 4-D");
+        int64_t d[4] = {x->dims[0], 1, 1, x->dims[3]};
+        rt_tensor *y;
+        kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, 4, d, &y, call->err);
+        if (st != KILN_OK) return st;
+        return cuda_fail(call, cuda_k_reduce_mid(is_half(x), x->data, y->data, x->dims[0], x->dims[1] * x->dims[2],
+                                                 x->dims[3], !strcmp(call->node->op_type, "GlobalMaxPool") ? 2 : 0,
+                                                 c->stream),
+                         "global pool kernel");
+    }
     int64_t dims[RT_MAX_RANK], hw = 1;
     for (int32_t i = 0; i < x->rank; i++) {
         dims[i] = i < 2 ? x->dims[i] : 1;

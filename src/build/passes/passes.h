@@ -61,7 +61,22 @@ typedef struct build_fp16_stats {
 kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err);
 
+/* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
+ * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
+ * C] data tensors), Transposes at the region boundaries. Device backends only (the CPU has
+ * no kiln.nhwc kernels); the session runs it after the FP16 pass. */
+typedef struct build_layout_rules {
+    /* whether the node, with its domain set to "kiln.nhwc", can run */
+    bool (*node_ok)(void *user, const ir_model *model, const ir_node *node);
+    void *user;
+} build_layout_rules;
+kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err);
+
 struct rt_backend;
+kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
+                                           kiln_error *err);
+
+/* FP16 activations (precision_fp16.c) with explicit rules. */
 kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
                                       kiln_error *err);
 /* The same with a backend's rules: supports(ctx, model, node, KILN_DTYPE_FLOAT16) decides
