@@ -304,10 +304,10 @@ static void test_layout_nhwc_region(void **state) {
     ir_model *m = new_model();
     ir_graph *g = m->graph;
     set_io(g, S("x"), 1, S("y", "c"), 2);
-    set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 3, 8, 8}, NULL);
-    float w[4 * 3 * 3 * 3];
-    for (int i = 0; i < 108; i++) w[i] = (float)i;
-    const_f32(g, "W", 4, (int64_t[]){4, 3, 3, 3}, w);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 8, 8, 8}, NULL);
+    static float w[8 * 8 * 3 * 3];
+    for (int i = 0; i < 576; i++) w[i] = (float)i;
+    const_f32(g, "W", 4, (int64_t[]){8, 8, 3, 3}, w);
     ir_node *conv = add_node(g, "Conv", "conv", S("x", "W"), 2, S("c"), 1);
     ir_attr *a = add_attrs(g, conv, 1);
     a->name = "pads";
@@ -341,13 +341,15 @@ static void test_layout_nhwc_region(void **state) {
     const ir_node *tin = &g->nodes[g->values[cv->inputs[0]].producer];
     assert_string_equal(tin->op_type, "Transpose");
     assert_int_equal(perm_of(tin)[3], 1);
-    assert_int_equal(g->values[cv->inputs[0]].type.dims[3].value, 3); /* [1, 8, 8, 3] */
-    /* weight [4, 3, 3, 3] -> [O, KH, KW, C]: element (o=1, c=2, y=0, x=1) moves */
+    assert_int_equal(g->values[cv->inputs[0]].type.dims[3].value, 8); /* [1, 8, 8, 8] */
+    assert_int_equal(g->values[cv->inputs[1]].init->dims[3], 8);      /* [8, 3, 3, 8] */
+    assert_int_equal(g->values[cv->inputs[1]].init->dims[1], 3);
+    /* weight [O, C, KH, KW] -> [O, KH, KW, C]: element (o=1, c=2, y=0, x=1) moves */
     const ir_tensor *wt = g->values[cv->inputs[1]].init;
     assert_non_null(wt);
     float got;
-    memcpy(&got, (const uint8_t *)wt->data + 4 * (((1 * 3 + 0) * 3 + 1) * 3 + 2), 4);
-    assert_true(got == w[((1 * 3 + 2) * 3 + 0) * 3 + 1]);
+    memcpy(&got, (const uint8_t *)wt->data + 4 * (((1 * 3 + 0) * 3 + 1) * 8 + 2), 4);
+    assert_true(got == w[((1 * 8 + 2) * 3 + 0) * 3 + 1]);
     /* Flatten reads GAP's output through Transpose(0,3,1,2) */
     const ir_node *tout = &g->nodes[g->values[fl->inputs[0]].producer];
     assert_string_equal(tout->op_type, "Transpose");
@@ -356,8 +358,22 @@ static void test_layout_nhwc_region(void **state) {
     int32_t cv_out = ir_graph_find(g, "c");
     const ir_node *tc = &g->nodes[g->values[cv_out].producer];
     assert_string_equal(tc->op_type, "Transpose");
-    assert_int_equal(g->values[cv_out].type.dims[1].value, 4); /* [1, 4, 8, 8] */
+    assert_int_equal(g->values[cv_out].type.dims[1].value, 8); /* [1, 8, 8, 8] NCHW */
+    assert_int_equal(g->values[cv_out].type.dims[3].value, 8);
     assert_string_equal(g->nodes[g->values[tc->inputs[0]].producer].name, "conv");
+    ir_model_free(m);
+
+    /* a 3-channel stem convolution is not moved */
+    m = new_model();
+    g = m->graph;
+    set_io(g, S("x"), 1, S("c"), 1);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 3, 8, 8}, NULL);
+    const_f32(g, "W", 4, (int64_t[]){8, 3, 3, 3}, w);
+    add_node(g, "Conv", "stem", S("x", "W"), 2, S("c"), 1);
+    infer(m);
+    assert_int_equal(build_pass_layout_nhwc(m, &r, &moved, &e), KILN_OK);
+    assert_int_equal(moved, 0);
+    assert_int_equal(g->n_nodes, 1);
     ir_model_free(m);
 }
 

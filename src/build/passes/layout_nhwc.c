@@ -6,6 +6,8 @@
  * every node the backend can run channels-last into the internal domain "kiln.nhwc"
  * (same op_type: Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool), whose
  * data tensors are [N, H, W, C] instead of [N, C, H, W]:
+ *  - a dense Conv with channel counts that are not multiples of 8 (an image stem) stays
+ *    NCHW: tensor cores gain nothing there;
  *  - a Conv's weight initializer [O, C/g, KH, KW] is stored [O, KH, KW, C/g] (a new
  *    initializer; a Conv whose weight is not a constant stays NCHW); its bias stays [O];
  *    a fused residual (kiln_residual) is a data tensor like x and y;
@@ -217,7 +219,13 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
         ir_node *n = &g->nodes[i];
         if (!is_layout_op(n) || n->n_outputs != 1 || vrank(g, n->inputs[0]) != 4 || vrank(g, n->outputs[0]) != 4)
             continue;
-        if (!strcmp(n->op_type, "Conv") && (n->n_inputs < 2 || !pass_const(g, n->inputs[1]))) continue;
+        if (!strcmp(n->op_type, "Conv")) {
+            const ir_tensor *w = n->n_inputs >= 2 ? pass_const(g, n->inputs[1]) : NULL;
+            if (!w || w->rank != 4) continue;
+            /* tensor cores want channel counts in multiples of 8: a dense convolution
+             * with fewer (ResNet's 3-channel stem) stays NCHW */
+            if (ir_node_attr_int(n, "group", 1) == 1 && (w->dims[0] % 8 || w->dims[1] % 8)) continue;
+        }
         /* ask the backend about the node as it would be */
         const char *dom = n->domain;
         n->domain = "kiln.nhwc";
