@@ -7,7 +7,7 @@
 # Usage (from the repository root): tests/gpu/fp16_check.sh [NODE_TEST_DIR]
 #   env: MODELS (zoo models, default resnet50,bert,mobilenetv2,embedding), NO_NODE=1, NO_PROFILE=1,
 #        ATT_NODE=DIR (ONNX Attention node tests, checked --gpu-only in FP32 and FP16),
-#        AB_NHWC=1 (also time FP16 ResNet-50 with KILN_NO_NHWC=1)
+#        AB_NHWC=1 (also time FP16 ResNet-50 with KILN_NHWC=1, the channels-last pass)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -57,10 +57,10 @@ t0=$(date +%s)
 PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-200} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K \
     --models "${MODELS:-resnet50,bert,mobilenetv2,embedding}" --variants "tf32,fp16" >"$OUT/zoo.log" 2>&1
 log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "rc=|max|worst" "$OUT/zoo.log" | head -40 | tee -a "$OUT/summary.txt"
-if [ -n "${AB_NHWC:-}" ]; then # FP16 ResNet-50 without the channels-last pass, for comparison
-    KILN_NO_NHWC=1 $K run /tmp/zoo/resnet50.onnx --backend cuda --iterations 200 --warmUp 20 --shapes input:1x3x224x224 \
+if [ -n "${AB_NHWC:-}" ]; then # FP16 ResNet-50 with the channels-last pass (opt-in), for comparison
+    KILN_NHWC=1 $K run /tmp/zoo/resnet50.onnx --backend cuda --iterations 200 --warmUp 20 --shapes input:1x3x224x224 \
         --fp16 >"$OUT/run_resnet50_fp16_nchw.log" 2>&1
-    log "run resnet50 --fp16 KILN_NO_NHWC=1: rc=$? $(grep -E 'median|replayed' "$OUT/run_resnet50_fp16_nchw.log" | tr '\n' ' ' | cut -c1-300)"
+    log "run resnet50 --fp16 KILN_NHWC=1: rc=$? $(grep -E 'median|replayed' "$OUT/run_resnet50_fp16_nchw.log" | tr '\n' ' ' | cut -c1-300)"
 fi
 for name in resnet50 bert; do
     shapes=input:1x3x224x224

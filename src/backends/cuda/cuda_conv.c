@@ -20,6 +20,7 @@
 #if KILN_HAVE_CUDNN
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,6 +218,13 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
             if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes) best = i;
         if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
         p->algo = perf[best].algo;
+        /* KILN_CUDA_DEBUG_CONV=1: what cuDNN chose and its own timing, per plan (layout and
+         * precision comparisons without a profiler) */
+        if (getenv("KILN_CUDA_DEBUG_CONV"))
+            fprintf(stderr, "conv-plan %s mode %d N%lld C%lld H%lld W%lld O%lld k%lldx%lld g%lld: algo %d %.4f ms ws %zu\n",
+                    call->node->name, mode, (long long)N, (long long)C, (long long)H, (long long)W, (long long)O,
+                    (long long)KH, (long long)KW, (long long)group, (int)perf[best].algo, (double)perf[best].time,
+                    perf[best].memory);
         p->ws = perf[best].memory;
         p->fused_ok = mode != 1;
         p->valid = true;
@@ -238,6 +246,8 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
                                                   p->ws, &beta, p->yd, z, p->bd, bias->data, p->ad, p->yd, y->data);
         if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
         p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
+        if (getenv("KILN_CUDA_DEBUG_CONV"))
+            fprintf(stderr, "conv-fused-refused %s mode %d: %s\n", call->node->name, mode, cudnnGetErrorString(s));
     }
     if (mode >= 2) {
         s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &zero,
