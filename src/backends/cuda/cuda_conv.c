@@ -36,6 +36,9 @@ typedef struct conv_plan {
     cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
+    /* channels-last 1x1 convolutions run as cuBLASLt GEMMs: that GEMM's plan (cuda_gemm.c) */
+    void *gemm;
+    void (*gemm_free)(void *);
 } conv_plan;
 
 static void conv_clear(conv_plan *p) {
@@ -46,14 +49,19 @@ static void conv_clear(conv_plan *p) {
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
     if (p->ad) cudnnDestroyActivationDescriptor(p->ad);
     cuda_half_cache hc = p->hc;
+    void *gemm = p->gemm;
+    void (*gemm_free)(void *) = p->gemm_free;
     memset(p, 0, sizeof *p);
     p->hc = hc;
+    p->gemm = gemm;
+    p->gemm_free = gemm_free;
 }
 
 static void conv_free(void *s) {
     conv_plan *p = s;
     conv_clear(p);
     cuda_half_cache_free(&p->hc);
+    if (p->gemm && p->gemm_free) p->gemm_free(p->gemm);
     free(p);
 }
 
@@ -136,6 +144,12 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         *call->state = p;
         *call->state_free = conv_free;
     }
+    /* channels-last 1x1, stride 1, no padding, one group: Y[N*H*W, O] = X[N*H*W, C] W[O, C]^T,
+     * a plain GEMM; cuBLASLt's half GEMMs (bias/ReLU epilogue, the residual as C) beat
+     * cuDNN's legacy algorithms there */
+    if (nhwc && KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && group == 1)
+        return cuda_gemm_rows_half(c, call, &p->gemm, &p->gemm_free, x->data, w->data, y->data,
+                                   bias ? bias->data : NULL, res ? res->data : NULL, N * H * W, O, C, act, fa, fb);
     /* key[12]: 0 float32, 1 half operands with float32 I/O, 2 half I/O, 3 half I/O NHWC */
     int64_t key[13] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32,
                        nhwc ? 3 : hio ? 2 : c->fp16};

@@ -319,3 +319,34 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
                        "activation kernel");
     return st;
 }
+
+kiln_status cuda_gemm_rows_half(cuda_ctx *c, rt_node_call *call, void **plan, void (**plan_free)(void *),
+                                const void *x, const void *w, void *y, const void *bias, const void *res, int64_t M,
+                                int64_t N, int64_t K, int act, float fa, float fb) {
+    /* the GEMM plan lives in the caller's state (the conv plan): point the call's state
+     * slot at it for lt_gemm (plan_of), then put the caller's back */
+    void **saved_state = call->state;
+    void (**saved_free)(void *) = call->state_free;
+    call->state = plan;
+    call->state_free = plan_free;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.m = M, key.n = N, key.k = K, key.batch = 1, key.tb = 1, key.fp16 = key.half_io = 1;
+    bool relu = act == CU_RELU;
+    key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    float beta = 0.f;
+    kiln_status st = KILN_OK;
+    if (res) { /* act(X W^T + bias + res): Y starts as the residual, beta = 1 */
+        st = cuda_fail(call, cudaMemcpyAsync(y, res, (size_t)(M * N) * 2, cudaMemcpyDeviceToDevice,
+                                             (cudaStream_t)c->stream), "residual copy");
+        beta = 1.f;
+        key.has_c = 1;
+    }
+    if (st == KILN_OK) st = lt_gemm(c, call, &key, x, w, y, bias, 1.f, beta);
+    if (st == KILN_OK && act >= 0 && !relu)
+        st = cuda_fail(call, cuda_k_bias_act(1, y, NULL, NULL, 1, 1, M * N, act, fa, fb, c->stream), "activation kernel");
+    call->state = saved_state;
+    call->state_free = saved_free;
+    return st;
+}

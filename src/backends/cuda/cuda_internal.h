@@ -127,6 +127,12 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c */
+/* cuda_gemm.c: half Y[M, N] = act(X[M, K] W[N, K]^T + bias[N] + res[M, N]) through cuBLASLt,
+ * its plan kept in *plan (freed with *plan_free); channels-last 1x1 convolutions. bias/res
+ * may be NULL; act a cuda_unary_op or -1. */
+kiln_status cuda_gemm_rows_half(cuda_ctx *c, rt_node_call *call, void **plan, void (**plan_free)(void *),
+                                const void *x, const void *w, void *y, const void *bias, const void *res, int64_t M,
+                                int64_t N, int64_t K, int act, float fa, float fb);
 
 /* Maps an activation name (kiln_activation attribute or an op type) to a cuda_unary_op;
  * -1 when unknown. */
