@@ -199,8 +199,9 @@ static void test_shared_and_host_inputs(void **state) {
     add_node(g, "Add", "add", S("p", "O"), 2, S("q"), 1);      /* half, O overridable */
     add_node(g, "Clip", "clip", S("q", "lo", "hi"), 3, S("z"), 1);
     add_node(g, "Sigmoid", "sig", S("x"), 1, S("c"), 1);       /* half, second reader of x */
+    add_node(g, "Shape", "shape", S("p"), 1, S("p_shape"), 1);  /* reads dims only: no Cast */
     infer(m);
-    build_fp16_stats st = run_pass(m, S("Sub", NULL));
+    build_fp16_stats st = run_pass(m, S("Sub", "Shape", NULL)); /* Shape: as the GPU rules say */
     assert_topological(g);
     assert_int_equal(st.initializers_converted, 0);
     assert_int_equal(dt_of(g, ir_graph_find(g, "W")), KILN_DTYPE_FLOAT);
@@ -215,6 +216,7 @@ static void test_shared_and_host_inputs(void **state) {
     assert_int_equal(clip->inputs[1], ir_graph_find(g, "lo"));               /* host bound: float32 */
     assert_int_equal(dt_of(g, clip->inputs[0]), KILN_DTYPE_FLOAT16);
     assert_int_equal(st.casts, 3 /* x, W, O */ + 2 /* z, c outputs */);
+    assert_int_equal(find_node(g, "shape")->inputs[0], find_node(g, "mul")->outputs[0]); /* the half value */
     for (int i = 0; i < 3; i++) assert_int_equal(dt_of(g, g->outputs[i]), KILN_DTYPE_FLOAT);
     ir_model_free(m);
 }

@@ -15,7 +15,7 @@
  *    stay resident in half; finite values beyond +-65504 saturate to +-65504);
  *  - a float32 node (or a host-read argument of a half node, rules.input_half false, e.g.
  *    Clip's bounds) reading a value that became float16 reads it through one Cast back to
- *    float32.
+ *    float32; Shape and Size, which read only dims, read the float16 value directly.
  * Accumulation inside GEMMs, convolutions, reductions, softmax and layer norm stays float32:
  * that is the kernels' business, the graph only says what is stored between nodes.
  * Inserted Casts sit right after the producer of what they convert (or first, for graph
@@ -44,6 +44,11 @@ static bool has_float(const ir_graph *g, const ir_node *n) {
     for (int32_t k = 0; k < n->n_outputs; k++)
         if (vtype(g, n->outputs[k]) == KILN_DTYPE_FLOAT) return true;
     return false;
+}
+
+/* Shape and Size read only a tensor's dims: they take a float16 value as it is. */
+static bool reads_shape_only(const ir_node *n) {
+    return !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
 }
 
 typedef struct fp16_ctx {
@@ -250,7 +255,7 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
             if (st != KILN_OK) break;
             if (half_slot && half_of[v] >= 0) {
                 g->nodes[i].inputs[k] = half_of[v];
-            } else if (!half_slot && retyped[v]) {
+            } else if (!half_slot && retyped[v] && !reads_shape_only(n)) {
                 if (float_of[v] < 0) {
                     int32_t f = new_value(&c, v, "_fp32", KILN_DTYPE_FLOAT);
                     st = f == IR_NONE ? KILN_ERR_NOMEM : add_cast(&c, v, f, KILN_DTYPE_FLOAT, prod[v]);
