@@ -88,9 +88,17 @@ static void prof_cb(const rt_node_profile *p, void *user) {
  * normally 0). */
 static kiln_status check_graph(rt_session *s, const char **names, const rt_value **ptrs, rt_value *vals,
                                int32_t n_feed, int32_t n_out, kiln_error *e) {
-    for (int32_t i = 0; i < n_feed; i++)
-        if (vals[i].t.dtype == KILN_DTYPE_FLOAT && vals[i].t.device == RT_MEM_HOST)
-            for (uint64_t k = 0; k < vals[i].t.count; k++) ((float *)vals[i].t.data)[k] *= 0.5f;
+    /* integer inputs are halved too (token ids stay in range, a mask of ones becomes
+     * zeros), so models fed only ids (BERT) also see new data */
+    for (int32_t i = 0; i < n_feed; i++) {
+        rt_tensor *t = &vals[i].t;
+        if (t->device != RT_MEM_HOST || !t->data) continue;
+        for (uint64_t k = 0; k < t->count; k++) {
+            if (t->dtype == KILN_DTYPE_FLOAT) ((float *)t->data)[k] *= 0.5f;
+            else if (t->dtype == KILN_DTYPE_INT64) ((int64_t *)t->data)[k] /= 2;
+            else if (t->dtype == KILN_DTYPE_INT32) ((int32_t *)t->data)[k] /= 2;
+        }
+    }
     rt_value *a = calloc((size_t)n_out + 1, sizeof *a), *b = calloc((size_t)n_out + 1, sizeof *b);
     if (!a || !b) {
         free(a), free(b);
@@ -275,6 +283,10 @@ int cli_run(int argc, char **argv) {
             printf("cuda graph: replayed; mean of %d runs: h2d %.3f ms, compute %.3f ms, d2h %.3f ms (device "
                    "events)\n", ph_n, ph_n ? ph_sum[0] / ph_n : 0, ph_n ? ph_sum[1] / ph_n : 0,
                    ph_n ? ph_sum[2] / ph_n : 0);
+            int32_t hn = rt_executor_device_graph_host_nodes(ex);
+            if (hn)
+                printf("cuda graph: %d shape node%s evaluated on the host once per input shape, their values "
+                       "constants of the graph\n", (int)hn, hn == 1 ? "" : "s");
             if (check_graph(s, names, ptrs, vals, n_feed, n_out, &e) != KILN_OK) {
                 fprintf(stderr, "kiln run: cuda graph check: %s\n", kiln_err_msg(&e));
                 goto done;

@@ -34,6 +34,11 @@ typedef struct rt_graph_plan {
     uint64_t *calls, *time_ns;
     uint8_t *on_fb;          /* per node: runs on the fallback (host) backend */
     rt_value *dconsts;       /* per value id: device copies of consts device nodes read */
+    /* Device executors, main graph only (NULL otherwise): per-signature host nodes (see
+     * "device graphs"): sn[i] = node i runs on the host and its outputs depend only on
+     * input shapes and constants; sv[v] = value v is such an output; sv_dev[v] = some
+     * device node reads v in device memory. */
+    uint8_t *sn, *sv, *sv_dev;
 } rt_graph_plan;
 
 struct rt_executor {
@@ -62,6 +67,15 @@ struct rt_executor {
         rt_value *dout;      /* per output: the fixed device buffer the graph writes */
         void *graph;
         uint64_t phase_ns[3];
+        /* Per-signature host nodes (plan->sn): their outputs from the last node-by-node
+         * run (shost, per main-graph value id), and device copies of the ones device
+         * nodes read (sdev), uploaded before recording; the recorded graph reads sdev, so
+         * they live as long as the graph. */
+        rt_value *shost, *sdev;
+        int32_t n_vals;
+        int32_t n_host_nodes;
+        bool collect;   /* this run keeps the sn outputs in shost */
+        bool capturing; /* this run is being recorded */
     } dg;
     rt_bufpool *bufpool; /* host executors: recycles main-graph intermediates across runs */
     /* The activation arena (host executors): after a run, the main graph's intermediates
@@ -459,6 +473,67 @@ static kiln_status report_missing(const rt_executor *ex, const missing_op *m, in
 
 static void dg_off(rt_executor *ex, const char *why);
 
+static rt_graph_plan *plan_for(rt_executor *ex, const ir_graph *g);
+
+/* Ops whose outputs are not a function of their inputs: never per-signature constants. */
+static bool op_is_random(const ir_node *n) {
+    static const char *const ops[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                                      "Multinomial", "Bernoulli"};
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx")) return true; /* unknown semantics */
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (!strcmp(n->op_type, ops[k])) return true;
+    return false;
+}
+
+static bool op_reads_only_shape(const ir_node *n, int32_t k) {
+    return k == 0 && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+/* Device executors: finds the main-graph host nodes whose outputs depend only on input
+ * shapes and constants (Shape/Size of anything, then any deterministic node of those and
+ * initializers, transitively). A recorded device graph treats their values as constants
+ * of the input-shape signature (see "device graphs"), so they do not stop recording.
+ * Sets *first_other to the first host node that does not qualify (NULL if none). */
+static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_node **first_other,
+                                    kiln_error *err) {
+    const ir_graph *g = p->g;
+    *first_other = NULL;
+    p->sn = calloc((size_t)g->n_nodes + 1, 1);
+    p->sv = calloc((size_t)g->n_values + 1, 1);
+    p->sv_dev = calloc((size_t)g->n_values + 1, 1);
+    if (!p->sn || !p->sv || !p->sv_dev) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!p->on_fb[i]) continue;
+        bool ok = !op_is_random(n) && n->n_outputs > 0;
+        for (int32_t a = 0; ok && a < n->n_attrs; a++)
+            if (n->attrs[a].type == IR_ATTR_GRAPH || n->attrs[a].type == IR_ATTR_GRAPHS) ok = false;
+        for (int32_t k = 0; ok && k < n->n_inputs; k++) {
+            int32_t id = n->inputs[k];
+            if (id < 0 || op_reads_only_shape(n, k)) continue;
+            ok = p->is_const[id] || p->sv[id];
+        }
+        if (!ok) {
+            if (!*first_other) *first_other = n;
+            continue;
+        }
+        p->sn[i] = 1;
+        ex->dg.n_host_nodes++;
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) p->sv[n->outputs[k]] = 1;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (p->on_fb[i]) continue;
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t id = n->inputs[k];
+            if (id >= 0 && p->sv[id] && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)))
+                p->sv_dev[id] = 1;
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx, const rt_exec_options *opts,
                                rt_executor **out, kiln_error *err) {
     *out = NULL;
@@ -517,8 +592,19 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
         /* replay needs every node on the device and nothing that times or reads nodes */
         if (!ex->device || !be->capture_begin || !be->capture_end || !be->graph_launch || !be->graph_destroy)
             dg_off(ex, "the backend cannot record graphs");
-        else if (ex->n_fallback)
-            dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
+        else if (ex->n_fallback) {
+            const ir_node *other = NULL;
+            rt_graph_plan *mp = plan_for(ex, model->graph);
+            st = mp ? plan_shape_nodes(ex, mp, &other, err) : KILN_OK;
+            if (st == KILN_OK && other) {
+                char why[256];
+                snprintf(why, sizeof why, "node '%s' (%s) runs on the CPU and reads more than input shapes and "
+                         "constants (see the fallback warning)", other->name, other->op_type);
+                dg_off(ex, why);
+            } else if (st == KILN_OK && ex->n_fallback > ex->dg.n_host_nodes) {
+                dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
+            }
+        }
         else if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
             dg_off(ex, "per-node profiling, NaN checks and memory accounting need per-node runs");
     }
@@ -546,6 +632,7 @@ void rt_executor_free(rt_executor *ex) {
     if (!ex) return;
     dg_drop(ex);
     free(ex->dg.in_sig), free(ex->dg.out_sig), free(ex->dg.din), free(ex->dg.dout);
+    free(ex->dg.shost), free(ex->dg.sdev);
     for (int32_t i = 0; i < ex->n_plans; i++) {
         rt_graph_plan *p = &ex->plans[i];
         if (!p->prepared) continue;
@@ -559,7 +646,7 @@ void rt_executor_free(rt_executor *ex) {
             rt_value_release(&p->consts[v]);
             if (p->dconsts) rt_value_release(&p->dconsts[v]);
         }
-        free(p->on_fb), free(p->dconsts);
+        free(p->on_fb), free(p->dconsts), free(p->sn), free(p->sv), free(p->sv_dev);
         free(p->kernels), free(p->state), free(p->state_free), free(p->free_start), free(p->free_ids);
         free(p->consts), free(p->is_const), free(p->is_outer), free(p->is_input), free(p->calls), free(p->time_ns);
     }
@@ -846,6 +933,8 @@ void rt_executor_arena_counts(const rt_executor *ex, uint64_t *hits, uint64_t *m
     *misses = ex->arena.misses;
 }
 
+static kiln_status dg_shape_node_done(rt_executor *ex, const ir_node *n, const rt_value *outs, kiln_error *err);
+
 static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     rt_executor *ex = f->ex;
     rt_graph_plan *p = f->plan;
@@ -874,6 +963,7 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         }
     }
     bool fb = p->on_fb[i];
+    rt_value shape_view; /* a host Shape/Size node's device input: its header, no data */
     if (ex->device) {
         /* put every input where the node's backend reads it; copies are kept per frame
          * (xvals) so a value crossing to the other memory crosses once */
@@ -883,6 +973,23 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
             const rt_value *v = ins[k];
             bool want_dev = !fb && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k));
             if (want_dev == value_on_device(v)) continue;
+            if (!want_dev && op_reads_only_shape(n, k) && v->kind == IR_TYPE_TENSOR) {
+                /* Shape/Size read dims only: no copy of the data (and nothing for a
+                 * recording to trip over) */
+                shape_view = *v;
+                shape_view.t.data = NULL;
+                shape_view.t.device = RT_MEM_HOST;
+                shape_view.t.flags = RT_TENSOR_BORROWED;
+                shape_view.t.free_fn = NULL;
+                shape_view.t.free_ctx = NULL;
+                ins[k] = &shape_view;
+                continue;
+            }
+            if (want_dev && ex->dg.capturing && p->sv_dev && p->sv_dev[id] &&
+                ex->dg.sdev[id].kind == IR_TYPE_TENSOR) {
+                ins[k] = &ex->dg.sdev[id]; /* uploaded before recording (dg_record) */
+                continue;
+            }
             if (v->kind != IR_TYPE_TENSOR) {
                 if (want_dev)
                     st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' (%s): input %d is not a tensor; the %s "
@@ -978,6 +1085,10 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         } else {
             st = check_nan(g, n, outs, n->n_outputs, err);
         }
+        if (st != KILN_OK) goto done;
+    }
+    if (p->sn && p->sn[i] && (ex->dg.collect || ex->dg.capturing)) {
+        st = dg_shape_node_done(ex, n, outs, err);
         if (st != KILN_OK) goto done;
     }
     for (int32_t k = 0; k < n->n_outputs; k++) {
@@ -1078,13 +1189,60 @@ static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_va
  * freed inside the recording, so the stream-ordered allocator's graph nodes give each
  * replay the same addresses. Whatever cannot be recorded (a CPU fallback node, a host
  * read of a device value, a sync) makes capture_end fail: replay is then turned off for
- * this executor, with the reason kept, and the run is redone the normal way. */
+ * this executor, with the reason kept, and the run is redone the normal way.
+ *
+ * Host nodes that depend only on input shapes (plan->sn: Shape/Size, then anything
+ * deterministic over those and constants, e.g. BERT's Shape -> Gather -> Unsqueeze ->
+ * Concat on the mask) do not stop recording: with the input shapes fixed, their values
+ * are constants of the recording. The node-by-node run that learns the shapes keeps them
+ * (shost); before recording, the ones device nodes read in device memory are uploaded
+ * into buffers owned by the recording (sdev); while recording they run again on the host
+ * (Shape/Size read only the header of a device input, no copy), their values are checked
+ * equal to the kept ones and device consumers read sdev. Replays run none of them; new
+ * input shapes drop the graph and both copies, and the next runs learn them again. */
 
 static void dg_drop(rt_executor *ex) {
     if (ex->dg.graph) ex->be->graph_destroy(ex->bctx, ex->dg.graph);
     ex->dg.graph = NULL;
     for (int32_t i = 0; ex->dg.din && i < ex->dg.n_in; i++) rt_value_release(&ex->dg.din[i]);
     for (int32_t i = 0; ex->dg.dout && i < ex->dg.n_out; i++) rt_value_release(&ex->dg.dout[i]);
+    for (int32_t v = 0; ex->dg.shost && v < ex->dg.n_vals; v++) {
+        rt_value_release(&ex->dg.shost[v]);
+        rt_value_release(&ex->dg.sdev[v]);
+    }
+}
+
+static bool same_tensor_value(const rt_value *a, const rt_value *b) {
+    if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR || a->t.dtype == KILN_DTYPE_STRING) return false;
+    if (a->t.dtype != b->t.dtype || a->t.rank != b->t.rank || a->t.nbytes != b->t.nbytes) return false;
+    for (int32_t d = 0; d < a->t.rank; d++)
+        if (a->t.dims[d] != b->t.dims[d]) return false;
+    return !a->t.nbytes || !memcmp(a->t.data, b->t.data, (size_t)a->t.nbytes);
+}
+
+/* A per-signature host node (plan->sn) has run: a node-by-node run keeps its outputs
+ * (shost); a recording checks they equal the kept ones, which the graph's device copies
+ * (sdev) were made from. They can only differ when the node's value is not a function of
+ * the input shapes after all (a Shape of a value whose shape depends on data). */
+static kiln_status dg_shape_node_done(rt_executor *ex, const ir_node *n, const rt_value *outs, kiln_error *err) {
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        int32_t id = n->outputs[k];
+        if (id < 0 || id >= ex->dg.n_vals) continue;
+        rt_value *h = &ex->dg.shost[id];
+        if (ex->dg.capturing) {
+            if (!same_tensor_value(h, &outs[k]))
+                return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' (%s) computed another value than in the "
+                                    "last run with the same input shapes (it depends on more than the shapes)",
+                                    n->name, n->op_type);
+            continue;
+        }
+        rt_value_release(h);
+        if (outs[k].kind == IR_TYPE_TENSOR && outs[k].t.dtype != KILN_DTYPE_STRING) {
+            kiln_status st = rt_value_copy(h, &outs[k], err);
+            if (st != KILN_OK) return st;
+        }
+    }
+    return KILN_OK;
 }
 
 static void dg_off(rt_executor *ex, const char *why) {
@@ -1174,9 +1332,24 @@ static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
         o->t.free_fn = p ? exec_dev_free : NULL;
         o->t.free_ctx = ex;
     }
+    /* device copies of the per-signature host values device nodes read, from the last
+     * node-by-node run with these shapes; the recording reads them (run_node) */
+    const rt_graph_plan *mp = plan_for(ex, g);
+    for (int32_t v = 0; st == KILN_OK && mp && mp->sv_dev && v < ex->dg.n_vals; v++) {
+        if (!mp->sv_dev[v]) continue;
+        if (ex->dg.shost[v].kind != IR_TYPE_TENSOR) {
+            st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "the shape value '%s' was not kept by the last run",
+                              g->values[v].name);
+            break;
+        }
+        rt_value_release(&ex->dg.sdev[v]);
+        ex->dg.sdev[v].kind = IR_TYPE_TENSOR;
+        st = dev_tensor_from_host(ex, &ex->dg.shost[v].t, &ex->dg.sdev[v].t, &e);
+    }
     bool capturing = false;
     if (st == KILN_OK) st = ex->be->capture_begin(ex->bctx, &e);
     capturing = st == KILN_OK;
+    ex->dg.capturing = capturing;
     rt_frame f;
     memset(&f, 0, sizeof f);
     f.ex = ex;
@@ -1195,6 +1368,7 @@ static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
     }
     if (f.vals) frame_uncount(&f);
     frame_release(&f); /* intermediates are freed inside the recording */
+    ex->dg.capturing = false;
     free(ins);
     if (capturing) {
         void *graph = NULL;
@@ -1259,7 +1433,14 @@ kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_v
         ex->dg.out_sig = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.out_sig);
         ex->dg.din = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.din);
         ex->dg.dout = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.dout);
-        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout) {
+        const rt_graph_plan *mp = plan_for(ex, g);
+        if (mp && mp->sn) {
+            ex->dg.n_vals = g->n_values;
+            ex->dg.shost = calloc((size_t)g->n_values + 1, sizeof *ex->dg.shost);
+            ex->dg.sdev = calloc((size_t)g->n_values + 1, sizeof *ex->dg.sdev);
+        }
+        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout ||
+            (mp && mp->sn && (!ex->dg.shost || !ex->dg.sdev))) {
             dg_off(ex, "out of memory");
             return run_plain(ex, inputs, outputs, err);
         }
@@ -1271,7 +1452,9 @@ kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_v
     }
     if (ex->dg.state == 1 && dg_inputs_match(ex, inputs) && dg_record(ex, inputs)) ex->dg.state = 2;
     if (ex->dg.state == 2) return dg_replay(ex, inputs, outputs, err);
+    ex->dg.collect = ex->dg.state >= 0 && ex->dg.shost; /* keep the per-signature host values */
     kiln_status st = run_plain(ex, inputs, outputs, err);
+    ex->dg.collect = false;
     if (st == KILN_OK && ex->dg.state >= 0) dg_learn(ex, inputs, outputs);
     return st;
 }
@@ -1280,6 +1463,7 @@ void rt_executor_set_device_graph(rt_executor *ex, bool on) {
     if (!ex) return;
     if (!on) {
         dg_drop(ex);
+        if (ex->dg.state > 0) ex->dg.state = 0; /* turned on again: learn the shapes again */
         ex->opts.device_graph = false;
         return;
     }
@@ -1295,6 +1479,17 @@ const char *rt_executor_device_graph_why(const rt_executor *ex) {
     if (!ex) return "";
     if (!ex->opts.device_graph) return "device graphs are off";
     return ex->dg.state < 0 ? ex->dg.why : "";
+}
+
+int32_t rt_executor_device_graph_host_nodes(const rt_executor *ex) {
+    return ex && ex->opts.device_graph && ex->dg.state >= 0 ? ex->dg.n_host_nodes : 0;
+}
+
+bool rt_executor_node_per_signature(const rt_executor *ex, int32_t i) {
+    const rt_graph_plan *p = NULL;
+    for (int32_t k = 0; ex && k < ex->n_plans; k++)
+        if (ex->plans[k].g == ex->model->graph && ex->plans[k].prepared) p = &ex->plans[k];
+    return p && p->sn && i >= 0 && i < p->g->n_nodes && p->sn[i];
 }
 
 void rt_executor_last_phase_ns(const rt_executor *ex, uint64_t *h2d, uint64_t *compute, uint64_t *d2h) {

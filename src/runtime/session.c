@@ -74,7 +74,11 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
     if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))
-        fprintf(stderr, "warning: %s\n", rt_executor_fallback_report(s->ex));
+        fprintf(stderr, "warning: %s%s\n", rt_executor_fallback_report(s->ex),
+                rt_executor_device_graph_host_nodes(s->ex) == rt_executor_n_fallback(s->ex)
+                    ? " (all depend only on input shapes: evaluated once per input shape, CUDA graphs still "
+                      "record the rest)"
+                    : "");
     if (st != KILN_OK) {
         rt_session_free(s);
         return st;
