@@ -74,6 +74,7 @@ struct rt_executor {
         rt_value *shost, *sdev;
         int32_t n_vals;
         int32_t n_host_nodes;
+        const ir_node *first_other; /* the first host node that is not one of them */
         bool collect;   /* this run keeps the sn outputs in shost */
         bool capturing; /* this run is being recorded */
     } dg;
@@ -362,6 +363,92 @@ static kiln_status upload_consts(rt_executor *ex, rt_graph_plan *p, kiln_error *
     return KILN_OK;
 }
 
+static rt_graph_plan *plan_for(rt_executor *ex, const ir_graph *g);
+
+/* Ops whose outputs are not a function of their inputs: never per-signature constants. */
+static bool op_is_random(const ir_node *n) {
+    static const char *const ops[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                                      "Multinomial", "Bernoulli"};
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx")) return true; /* unknown semantics */
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (!strcmp(n->op_type, ops[k])) return true;
+    return false;
+}
+
+static bool op_reads_only_shape(const ir_node *n, int32_t k) {
+    return k == 0 && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+/* Device executors that may record graphs: finds the main-graph host nodes whose outputs
+ * depend only on input shapes and constants (Shape/Size of anything, then any
+ * deterministic node of those and initializers, transitively). A recorded device graph
+ * treats their values as constants of the input-shape signature (see "device graphs"),
+ * so they do not stop recording. A host node that does not qualify but that the device
+ * can run (the device backend prefers the host for int64 results, e.g. BERT's Unsqueeze
+ * of the attention mask) moves to the device, since a host node reading device values
+ * cannot be recorded. Sets *first_other to the first host node left that does not
+ * qualify (NULL if none). */
+static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_node **first_other,
+                                    kiln_error *err) {
+    const ir_graph *g = p->g;
+    *first_other = NULL;
+    p->sn = calloc((size_t)g->n_nodes + 1, 1);
+    p->sv = calloc((size_t)g->n_values + 1, 1);
+    p->sv_dev = calloc((size_t)g->n_values + 1, 1);
+    if (!p->sn || !p->sv || !p->sv_dev) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!p->on_fb[i]) continue;
+        bool ok = !op_is_random(n) && n->n_outputs > 0;
+        for (int32_t a = 0; ok && a < n->n_attrs; a++)
+            if (n->attrs[a].type == IR_ATTR_GRAPH || n->attrs[a].type == IR_ATTR_GRAPHS) ok = false;
+        for (int32_t k = 0; ok && k < n->n_inputs; k++) {
+            int32_t id = n->inputs[k];
+            if (id < 0 || op_reads_only_shape(n, k)) continue;
+            ok = p->is_const[id] || p->sv[id];
+        }
+        if (!ok) {
+            void *k = NULL;
+            kiln_error e = {0};
+            if (ex->be->prepare_node(ex->bctx, ex->model, n, &k, &e) == KILN_OK) {
+                if (p->kernels[i] && ex->fb->release_node) ex->fb->release_node(ex->fbctx, p->kernels[i]);
+                p->kernels[i] = k;
+                p->on_fb[i] = 0;
+                ex->n_fallback--;
+            } else if (!*first_other) {
+                *first_other = n;
+            }
+            kiln_err_clear(&e);
+            continue;
+        }
+        p->sn[i] = 1;
+        ex->dg.n_host_nodes++;
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) p->sv[n->outputs[k]] = 1;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (p->on_fb[i]) continue;
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t id = n->inputs[k];
+            if (id >= 0 && p->sv[id] && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)))
+                p->sv_dev[id] = 1;
+        }
+    }
+    return KILN_OK;
+}
+
+/* Whether device graphs could be recorded at all for this executor (before looking at
+ * which nodes run where). */
+static const char *dg_impossible(const rt_executor *ex) {
+    const rt_backend *be = ex->be;
+    if (!ex->device || !be->capture_begin || !be->capture_end || !be->graph_launch || !be->graph_destroy)
+        return "the backend cannot record graphs";
+    if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
+        return "per-node profiling, NaN checks and memory accounting need per-node runs";
+    return NULL;
+}
+
 static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **missing, int *n_missing,
                               missing_op **fallen, int *n_fallen, kiln_error *err) {
     const ir_graph *g = p->g;
@@ -422,7 +509,6 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
         if (ps == KILN_OK && use_fb) {
             p->on_fb[i] = 1;
             ex->n_fallback++;
-            if (!g->parent && note_op(fallen, n_fallen, n, err) != KILN_OK) return KILN_ERR_NOMEM;
         }
         if (ps == KILN_ERR_UNSUPPORTED) {
             kiln_err_clear(&e);
@@ -432,6 +518,12 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
             return ps;
         }
     }
+    if (!g->parent && ex->device && ex->fb && ex->opts.device_graph && !dg_impossible(ex)) {
+        st = plan_shape_nodes(ex, p, &ex->dg.first_other, err);
+        if (st != KILN_OK) return st;
+    }
+    for (int32_t i = 0; !g->parent && i < g->n_nodes; i++)
+        if (p->on_fb[i] && note_op(fallen, n_fallen, &g->nodes[i], err) != KILN_OK) return KILN_ERR_NOMEM;
     if (ex->device) return upload_consts(ex, p, err);
     return KILN_OK;
 }
@@ -472,67 +564,6 @@ static kiln_status report_missing(const rt_executor *ex, const missing_op *m, in
 }
 
 static void dg_off(rt_executor *ex, const char *why);
-
-static rt_graph_plan *plan_for(rt_executor *ex, const ir_graph *g);
-
-/* Ops whose outputs are not a function of their inputs: never per-signature constants. */
-static bool op_is_random(const ir_node *n) {
-    static const char *const ops[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                                      "Multinomial", "Bernoulli"};
-    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx")) return true; /* unknown semantics */
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
-        if (!strcmp(n->op_type, ops[k])) return true;
-    return false;
-}
-
-static bool op_reads_only_shape(const ir_node *n, int32_t k) {
-    return k == 0 && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
-}
-
-/* Device executors: finds the main-graph host nodes whose outputs depend only on input
- * shapes and constants (Shape/Size of anything, then any deterministic node of those and
- * initializers, transitively). A recorded device graph treats their values as constants
- * of the input-shape signature (see "device graphs"), so they do not stop recording.
- * Sets *first_other to the first host node that does not qualify (NULL if none). */
-static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_node **first_other,
-                                    kiln_error *err) {
-    const ir_graph *g = p->g;
-    *first_other = NULL;
-    p->sn = calloc((size_t)g->n_nodes + 1, 1);
-    p->sv = calloc((size_t)g->n_values + 1, 1);
-    p->sv_dev = calloc((size_t)g->n_values + 1, 1);
-    if (!p->sn || !p->sv || !p->sv_dev) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (!p->on_fb[i]) continue;
-        bool ok = !op_is_random(n) && n->n_outputs > 0;
-        for (int32_t a = 0; ok && a < n->n_attrs; a++)
-            if (n->attrs[a].type == IR_ATTR_GRAPH || n->attrs[a].type == IR_ATTR_GRAPHS) ok = false;
-        for (int32_t k = 0; ok && k < n->n_inputs; k++) {
-            int32_t id = n->inputs[k];
-            if (id < 0 || op_reads_only_shape(n, k)) continue;
-            ok = p->is_const[id] || p->sv[id];
-        }
-        if (!ok) {
-            if (!*first_other) *first_other = n;
-            continue;
-        }
-        p->sn[i] = 1;
-        ex->dg.n_host_nodes++;
-        for (int32_t k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) p->sv[n->outputs[k]] = 1;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (p->on_fb[i]) continue;
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t id = n->inputs[k];
-            if (id >= 0 && p->sv[id] && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)))
-                p->sv_dev[id] = 1;
-        }
-    }
-    return KILN_OK;
-}
 
 kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx, const rt_exec_options *opts,
                                rt_executor **out, kiln_error *err) {
@@ -590,23 +621,17 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     free(fallen);
     if (st == KILN_OK && ex->opts.device_graph) {
         /* replay needs every node on the device and nothing that times or reads nodes */
-        if (!ex->device || !be->capture_begin || !be->capture_end || !be->graph_launch || !be->graph_destroy)
-            dg_off(ex, "the backend cannot record graphs");
-        else if (ex->n_fallback) {
-            const ir_node *other = NULL;
-            rt_graph_plan *mp = plan_for(ex, model->graph);
-            st = mp ? plan_shape_nodes(ex, mp, &other, err) : KILN_OK;
-            if (st == KILN_OK && other) {
-                char why[256];
-                snprintf(why, sizeof why, "node '%s' (%s) runs on the CPU and reads more than input shapes and "
-                         "constants (see the fallback warning)", other->name, other->op_type);
-                dg_off(ex, why);
-            } else if (st == KILN_OK && ex->n_fallback > ex->dg.n_host_nodes) {
-                dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
-            }
+        const ir_node *other = ex->dg.first_other;
+        if (dg_impossible(ex)) {
+            dg_off(ex, dg_impossible(ex));
+        } else if (other) {
+            char why[256];
+            snprintf(why, sizeof why, "node '%s' (%s) runs on the CPU and reads more than input shapes and "
+                     "constants (see the fallback warning)", other->name, other->op_type);
+            dg_off(ex, why);
+        } else if (ex->n_fallback > ex->dg.n_host_nodes) {
+            dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
         }
-        else if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
-            dg_off(ex, "per-node profiling, NaN checks and memory accounting need per-node runs");
     }
     if (ex->bufpool && !getenv("KILN_NO_ARENA")) {
         size_t nv = (size_t)model->graph->n_values + 1;

@@ -52,13 +52,16 @@ static kiln_status f_create(const rt_backend_options *o, void **ctx, kiln_error 
     return KILN_OK;
 }
 static void f_destroy(void *ctx) { free(ctx); }
+/* Runs Identity and Add; nodes named host_* it can run but prefers to leave to the host
+ * (as the CUDA backend does with int64 results). */
+static bool f_can_run(const ir_node *n) { return !strcmp(n->op_type, "Identity") || !strcmp(n->op_type, "Add"); }
 static bool f_supports(void *ctx, const ir_model *m, const ir_node *n, kiln_dtype p) {
     (void)ctx, (void)m, (void)p;
-    return !strcmp(n->op_type, "Identity") || !strcmp(n->op_type, "Add");
+    return f_can_run(n) && strncmp(n->name, "host_", 5) != 0;
 }
 static kiln_status f_prepare(void *ctx, const ir_model *m, const ir_node *n, void **k, kiln_error *err) {
     (void)ctx, (void)m;
-    if (!f_supports(ctx, m, n, KILN_DTYPE_UNDEFINED))
+    if (!f_can_run(n))
         return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "fakedev: no %s", n->op_type);
     *k = (void *)1;
     return KILN_OK;
@@ -380,10 +383,11 @@ static void test_device_tensor_release(void **state) {
     assert_null(t.data);
 }
 
-/* x -> Identity 'idx' (dev) -> a;  y = Add 'add'(a, a) (dev);
+/* x -> Identity 'host_idx' (dev, which prefers the host for it) -> a;  y = Add 'add'(a, a) (dev);
  * Shape 'shp'(a) (cpu) -> s;  Mul 'mul'(s, s) (cpu) -> s2;  out2 = Identity 'ids'(s2) (dev).
  * Shape and Mul run on the CPU but depend only on x's shape: the run is still recorded,
- * with s2 uploaded once per input shape, and replays read new x values. */
+ * with s2 uploaded once per input shape, and replays read new x values. host_idx reads x's
+ * values: with graphs on it moves to the device, with graphs off it stays on the CPU. */
 static ir_model *build_shape_chain(void) {
     ir_model *m = new_model();
     ir_graph *g = m->graph;
@@ -395,7 +399,7 @@ static ir_model *build_shape_chain(void) {
     g->outputs[0] = ir_graph_value(g, "y");
     g->outputs[1] = ir_graph_value(g, "out2");
     g->n_outputs = 2;
-    node(g, "Identity", "idx", "x", NULL, "a");
+    node(g, "Identity", "host_idx", "x", NULL, "a");
     node(g, "Add", "add", "a", "a", "y");
     node(g, "Shape", "shp", "a", NULL, "s");
     node(g, "Mul", "mul", "s", "s", "s2");
@@ -442,7 +446,8 @@ static void test_graph_with_shape_nodes(void **state) {
     if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
     assert_int_equal(st, KILN_OK);
     fake_ctx *fc = fctx;
-    assert_int_equal(rt_executor_n_fallback(ex), 2);
+    assert_int_equal(rt_executor_n_fallback(ex), 2); /* host_idx moved to the device */
+    assert_false(rt_executor_node_on_fallback(ex, m->graph, 0));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 2);
     assert_false(rt_executor_node_per_signature(ex, 0));
     assert_true(rt_executor_node_per_signature(ex, 2));
@@ -460,7 +465,7 @@ static void test_graph_with_shape_nodes(void **state) {
     run_chain(ex, 2, 3, 5.f);
     assert_int_equal(rt_executor_device_graph_state(ex), 1);
     assert_int_equal(fc->launches, 1);
-    assert_string_equal(fc->captured, "idx,add,ids");
+    assert_string_equal(fc->captured, "host_idx,add,ids");
     /* later runs: one H2D (x), two D2H (outputs), no allocation, no node run */
     int h2d = fc->h2d, d2h = fc->d2h, allocs = fc->allocs, runs = fc->runs;
     run_chain(ex, 2, 3, -7.f);
@@ -478,6 +483,34 @@ static void test_graph_with_shape_nodes(void **state) {
     assert_int_equal(fc->launches, 3);
     run_chain(ex, 3, 2, 9.f);
     assert_int_equal(fc->launches, 4);
+    rt_executor_free(ex);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
+/* Without device graphs, host_idx stays on the host (the device's preference). */
+static void test_no_graph_keeps_preference(void **state) {
+    (void)state;
+    ir_model *m = build_shape_chain();
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    rt_executor *ex = NULL;
+    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    assert_int_equal(rt_executor_n_fallback(ex), 3);
+    assert_true(rt_executor_node_on_fallback(ex, m->graph, 0));
+    assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
+    run_chain(ex, 2, 3, 1.f);
+    run_chain(ex, 2, 3, 2.f);
+    fake_ctx *fc = fctx;
+    assert_int_equal(fc->launches, 0);
     rt_executor_free(ex);
     assert_int_equal(fc->allocs, fc->frees);
     capture_backend.destroy(fctx);
@@ -520,6 +553,7 @@ int main(void) {
         cmocka_unit_test(test_device_tensor_release),
         cmocka_unit_test(test_graph_with_shape_nodes),
         cmocka_unit_test(test_graph_off_for_value_nodes),
+        cmocka_unit_test(test_no_graph_keeps_preference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
