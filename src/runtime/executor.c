@@ -75,6 +75,8 @@ struct rt_executor {
         int32_t n_vals;
         int32_t n_host_nodes;
         const ir_node *first_other; /* the first host node that is not one of them */
+        void **hout;    /* per output: page-locked host staging for the D2H copy (backend host_alloc), or NULL */
+        bool no_transfers; /* replays skip the input and output copies (rt_executor_set_transfers) */
         bool collect;   /* this run keeps the sn outputs in shost */
         bool capturing; /* this run is being recorded */
     } dg;
@@ -657,7 +659,7 @@ void rt_executor_free(rt_executor *ex) {
     if (!ex) return;
     dg_drop(ex);
     free(ex->dg.in_sig), free(ex->dg.out_sig), free(ex->dg.din), free(ex->dg.dout);
-    free(ex->dg.shost), free(ex->dg.sdev);
+    free(ex->dg.shost), free(ex->dg.sdev), free(ex->dg.hout);
     for (int32_t i = 0; i < ex->n_plans; i++) {
         rt_graph_plan *p = &ex->plans[i];
         if (!p->prepared) continue;
@@ -1235,6 +1237,10 @@ static void dg_drop(rt_executor *ex) {
         rt_value_release(&ex->dg.shost[v]);
         rt_value_release(&ex->dg.sdev[v]);
     }
+    for (int32_t i = 0; ex->dg.hout && i < ex->dg.n_out; i++) {
+        if (ex->dg.hout[i]) ex->be->host_free(ex->bctx, ex->dg.hout[i]);
+        ex->dg.hout[i] = NULL;
+    }
 }
 
 static bool same_tensor_value(const rt_value *a, const rt_value *b) {
@@ -1356,6 +1362,13 @@ static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
         o->t.device = ex->be->location;
         o->t.free_fn = p ? exec_dev_free : NULL;
         o->t.free_ctx = ex;
+        /* page-locked staging for the copy back: the DMA reads device memory straight
+         * into it (a pageable destination goes through the driver's bounce buffer) */
+        if (st == KILN_OK && ex->dg.hout && s->nbytes && ex->be->host_alloc && ex->be->host_free) {
+            kiln_error he = {0};
+            if (ex->be->host_alloc(ex->bctx, s->nbytes, &ex->dg.hout[i], &he) != KILN_OK) ex->dg.hout[i] = NULL;
+            kiln_err_clear(&he);
+        }
     }
     /* device copies of the per-signature host values device nodes read, from the last
      * node-by-node run with these shapes; the recording reads them (run_node) */
@@ -1421,22 +1434,26 @@ static kiln_status dg_replay(rt_executor *ex, const rt_value *const *inputs, rt_
     uint64_t m[4] = {0, 0, 0, 0};
     bool timed = ex->be->timer_mark && ex->be->timer_elapsed_ns;
     kiln_status st = timed ? ex->be->timer_mark(ex->bctx, NULL, &m[0], err) : KILN_OK;
-    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_in; i++)
+    bool xfer = !ex->dg.no_transfers;
+    for (int32_t i = 0; xfer && st == KILN_OK && i < ex->dg.n_in; i++)
         if (inputs[i] && inputs[i]->t.nbytes)
             st = ex->be->copy(ex->bctx, ex->dg.din[i].t.data, inputs[i]->t.data, inputs[i]->t.nbytes,
                               RT_COPY_HOST_TO_DEVICE, NULL, err);
     if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[1], err);
     if (st == KILN_OK) st = ex->be->graph_launch(ex->bctx, ex->dg.graph, err);
     if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[2], err);
-    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_out; i++) {
+    for (int32_t i = 0; i < ex->dg.n_out; i++) rt_value_init(&outputs[i]);
+    for (int32_t i = 0; xfer && st == KILN_OK && i < ex->dg.n_out; i++) {
         const rt_tensor *s = &ex->dg.out_sig[i];
-        rt_value_init(&outputs[i]);
         outputs[i].kind = IR_TYPE_TENSOR;
         st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
+        void *h = ex->dg.hout ? ex->dg.hout[i] : NULL;
         if (st == KILN_OK && s->nbytes)
-            st = ex->be->copy(ex->bctx, outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes, RT_COPY_DEVICE_TO_HOST,
-                              NULL, err);
+            st = ex->be->copy(ex->bctx, h ? h : outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes,
+                              RT_COPY_DEVICE_TO_HOST, NULL, err);
+        if (st == KILN_OK && s->nbytes && h) memcpy(outputs[i].t.data, h, (size_t)s->nbytes);
     }
+    if (!xfer && st == KILN_OK && ex->be->stream_sync) st = ex->be->stream_sync(ex->bctx, NULL, err);
     if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[3], err);
     if (st == KILN_OK && timed)
         for (int k = 0; k < 3; k++) ex->dg.phase_ns[k] = ex->be->timer_elapsed_ns(ex->bctx, m[k], m[k + 1]);
@@ -1458,13 +1475,14 @@ kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_v
         ex->dg.out_sig = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.out_sig);
         ex->dg.din = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.din);
         ex->dg.dout = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.dout);
+        ex->dg.hout = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.hout);
         const rt_graph_plan *mp = plan_for(ex, g);
         if (mp && mp->sn) {
             ex->dg.n_vals = g->n_values;
             ex->dg.shost = calloc((size_t)g->n_values + 1, sizeof *ex->dg.shost);
             ex->dg.sdev = calloc((size_t)g->n_values + 1, sizeof *ex->dg.sdev);
         }
-        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout ||
+        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout || !ex->dg.hout ||
             (mp && mp->sn && (!ex->dg.shost || !ex->dg.sdev))) {
             dg_off(ex, "out of memory");
             return run_plain(ex, inputs, outputs, err);
@@ -1504,6 +1522,20 @@ const char *rt_executor_device_graph_why(const rt_executor *ex) {
     if (!ex) return "";
     if (!ex->opts.device_graph) return "device graphs are off";
     return ex->dg.state < 0 ? ex->dg.why : "";
+}
+
+void rt_executor_set_transfers(rt_executor *ex, bool on) {
+    if (ex) ex->dg.no_transfers = !on;
+}
+
+uint64_t rt_executor_device_weight_bytes(const rt_executor *ex) {
+    uint64_t b = 0;
+    for (int32_t i = 0; ex && i < ex->n_plans; i++) {
+        const rt_graph_plan *p = &ex->plans[i];
+        for (int32_t v = 0; p->prepared && p->dconsts && v < p->g->n_values; v++)
+            if (p->dconsts[v].kind == IR_TYPE_TENSOR) b += p->dconsts[v].t.nbytes;
+    }
+    return b;
 }
 
 int32_t rt_executor_device_graph_host_nodes(const rt_executor *ex) {

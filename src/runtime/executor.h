@@ -83,6 +83,13 @@ const char *rt_executor_device_graph_why(const rt_executor *ex);
  * graphs are off; node_per_signature says whether main-graph node i is one of them. */
 int32_t rt_executor_device_graph_host_nodes(const rt_executor *ex);
 bool rt_executor_node_per_signature(const rt_executor *ex, int32_t i);
+/* Device-graph replays without data transfers (trtexec --noDataTransfers): off, a replay
+ * copies no inputs (the graph reads what the last copying run left in its input buffers)
+ * and returns no outputs (every output value is left empty); it still waits for the
+ * graph. Runs that do not replay transfer as usual. On by default. */
+void rt_executor_set_transfers(rt_executor *ex, bool on);
+/* Device executors: bytes of initializers uploaded to the device at creation. */
+uint64_t rt_executor_device_weight_bytes(const rt_executor *ex);
 /* Device executors: times of the last run's phases in ns, measured with backend timer
  * marks when replaying a graph (h2d: inputs to the device, compute: the graph, d2h:
  * outputs back); all 0 when the last run did not replay. */
