@@ -423,7 +423,20 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
         sb_free(&w);
     }
     stats.nodes = model->graph->n_nodes;
-    st = choose_tactics(model, plan, o, use_cache ? &cache : NULL, &stats, err);
+    bool gpu = o->backend && !strcmp(o->backend, "cuda");
+    if (gpu && (!o->gpu_arch || !o->gpu_arch[0])) {
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "a cuda engine needs the GPU it is built for (build_options."
+                          "gpu_arch); none was given");
+        goto done;
+    }
+    if (o->backend && !gpu && strcmp(o->backend, "cpu")) {
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "unknown backend '%s' (kiln builds engines for: cpu, cuda)",
+                          o->backend);
+        goto done;
+    }
+    build_options cpu_o = *o;
+    if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
+    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, err);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
     if (st != KILN_OK) goto done;
     if (use_cache && (cache.dirty || access(o->timing_cache, F_OK) != 0)) {
@@ -445,15 +458,23 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
 
     /* 5-6. metadata */
-    plan->header.backend = ENGINE_BACKEND_CPU;
+    plan->header.backend = gpu ? ENGINE_BACKEND_CUDA : ENGINE_BACKEND_CPU;
     plan->header.host_features = o->cpu_features;
     plan->header.required_features = engine_isa_features(o->cpu_features);
     plan->meta.kiln_version = KILN_VERSION_STRING;
     plan->meta.source_model = o->source_model ? arena_strdup(&plan->arena, o->source_model) : "";
     plan->meta.source_size = o->source_size;
     plan->meta.build_unix_time = (uint64_t)time(NULL);
-    plan->meta.backend_name = "cpu";
+    plan->meta.backend_name = gpu ? "cuda" : "cpu";
     plan->meta.gpu_arch = plan->meta.cuda_version = plan->meta.cublas_version = plan->meta.cudnn_version = "";
+    if (gpu) {
+        plan->meta.gpu_arch = arena_strdup(&plan->arena, o->gpu_arch);
+        plan->meta.cuda_version = arena_strdup(&plan->arena, o->cuda_version ? o->cuda_version : "");
+        plan->meta.cublas_version = arena_strdup(&plan->arena, o->cublas_version ? o->cublas_version : "");
+        plan->meta.cudnn_version = arena_strdup(&plan->arena, o->cudnn_version ? o->cudnn_version : "");
+        for (int32_t i = 0; i < plan->n_layers; i++)
+            plan->layers[i].tactic = "cuda: chosen on the GPU"; /* timed at the first run of each shape */
+    }
     plan->meta.precision_flags = o->precision_flags;
     plan->meta.workspace_limit = o->workspace_limit;
     plan->meta.build_threads = o->threads;

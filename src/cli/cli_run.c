@@ -294,6 +294,16 @@ int cli_run(int argc, char **argv) {
         } else {
             printf("cuda graph: not used (%s)\n", rt_executor_device_graph_why(ex));
         }
+        const rt_backend *be = rt_session_backend(s);
+        if (be->mem_report) {
+            rt_device_mem dm;
+            be->mem_report(rt_session_backend_ctx(s), &dm);
+            uint64_t w = rt_executor_device_weight_bytes(ex);
+            uint64_t act = dm.pool_used_peak > w ? dm.pool_used_peak - w : 0;
+            printf("device memory: weights %.2f MiB, activations and I/O %.2f MiB (peak in use, minus weights), "
+                   "workspace %.2f MiB; total %.2f MiB\n", (double)w / (1 << 20), (double)act / (1 << 20),
+                   (double)dm.workspace / (1 << 20), (double)(dm.pool_used_peak + dm.workspace) / (1 << 20));
+        }
     }
     {
         /* Memory: the lifetime plan (build/memplan.c) over this run's real sizes, its lower
