@@ -514,6 +514,31 @@ static void snap_take(layer_snap *ls, engine_context *c) {
     ls->n_runs++;
 }
 
+/* All streams start timing together: each waits here after its warm-up (a stream still
+ * warming up, e.g. timing GPU tactics, would otherwise slow the others' timed runs and
+ * stretch the wall time). A stream whose thread could not start is dropped from it. */
+typedef struct warm_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int waiting, expected;
+} warm_gate;
+
+static void gate_wait(warm_gate *g) {
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    g->waiting++;
+    if (g->waiting >= g->expected) pthread_cond_broadcast(&g->cv);
+    while (g->waiting < g->expected) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_drop(warm_gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->expected--;
+    if (g->waiting >= g->expected) pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 typedef struct stream_job {
     exec_state *s;
     engine_context *ctx;
@@ -530,6 +555,7 @@ typedef struct stream_job {
     kiln_status st;
     bool gpu;            /* cuda engine: per-query H2D/compute/D2H from the executor's device events */
     bool no_transfers;   /* --noDataTransfers: timed replays copy nothing */
+    warm_gate *gate;     /* shared by the streams running in parallel; NULL when alone */
 } stream_job;
 
 /* GPU queries: the phases of the run that just ended (a graph replay), or nothing when
@@ -561,6 +587,7 @@ static void *stream_main(void *arg) {
         for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
         if (j->snap) snap_take(j->snap, j->ctx), j->snap->n_runs--; /* warm-up runs are not profiled */
     } while (j->st == KILN_OK && (++warm < min_warm || now_ms() - w0 < j->warmup_ms));
+    gate_wait(j->gate); /* also after a failure, so the other streams do not wait forever */
     if (j->no_transfers) rt_executor_set_transfers(engine_context_executor(j->ctx), false);
     double start = now_ms();
     while (j->st == KILN_OK && (j->n_q < j->target || now_ms() - start < j->duration_ms)) {
@@ -794,13 +821,28 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         double origin = now_ms();
         for (int i = 0; i < ns; i++) jobs[i].t_origin = origin;
         bool *started = calloc((size_t)ns, sizeof *started);
-        for (int i = 1; i < ns; i++) started[i] = pthread_create(&th[i], NULL, stream_main, &jobs[i]) == 0;
+        warm_gate gate;
+        pthread_mutex_init(&gate.mu, NULL);
+        pthread_cond_init(&gate.cv, NULL);
+        gate.waiting = 0;
+        gate.expected = ns;
+        for (int i = 0; i < ns && ns > 1; i++) jobs[i].gate = &gate;
+        for (int i = 1; i < ns; i++) {
+            bool ok = started && pthread_create(&th[i], NULL, stream_main, &jobs[i]) == 0;
+            if (started) started[i] = ok;
+            if (!ok) {
+                jobs[i].gate = NULL; /* runs alone after the others */
+                gate_drop(&gate);
+            }
+        }
         stream_main(&jobs[0]);
         for (int i = 1; i < ns; i++) {
-            if (started[i]) pthread_join(th[i], NULL);
+            if (started && started[i]) pthread_join(th[i], NULL);
             else stream_main(&jobs[i]);
         }
         free(started);
+        pthread_cond_destroy(&gate.cv);
+        pthread_mutex_destroy(&gate.mu);
         for (int i = 0; i < ns && st == KILN_OK; i++)
             if (jobs[i].st != KILN_OK) {
                 st = jobs[i].st;

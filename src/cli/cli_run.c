@@ -181,7 +181,9 @@ int cli_run(int argc, char **argv) {
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
     so.profile = profile;
-    so.record_sizes = true; /* for the memory line: planned arena vs lower bound */
+    /* for the memory line (planned arena vs lower bound); per-node size accounting would
+     * keep a device executor from recording CUDA graphs, so not on cuda */
+    so.record_sizes = strcmp(backend, "cuda") != 0;
     so.backend = backend;
     so.no_tf32 = no_tf32;
     so.fp16 = fp16;
