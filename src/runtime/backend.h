@@ -57,6 +57,7 @@ typedef struct rt_node_call {
 } rt_node_call;
 
 struct rt_device_mem;
+struct rt_tactic_cache;
 
 typedef enum rt_copy_kind { RT_COPY_HOST_TO_DEVICE, RT_COPY_DEVICE_TO_HOST, RT_COPY_DEVICE_TO_DEVICE } rt_copy_kind;
 
@@ -131,7 +132,22 @@ typedef struct rt_backend {
     void (*host_free)(void *ctx, void *ptr);
     /* Device memory as the backend sees it (bytes; 0 = unknown). */
     void (*mem_report)(void *ctx, struct rt_device_mem *out);
+
+    /* ---- appended: where library tactic timings are looked up and recorded (NULL when
+     * the backend has no timed tactics). The cache must outlive the context. */
+    void (*set_tactic_cache)(void *ctx, const struct rt_tactic_cache *cache);
 } rt_backend;
+
+/* Tactic timings of a device backend (cuBLASLt / cuDNN algorithm choices), by node, a
+ * signature string (device, library versions, shapes, precision) and a tactic name.
+ * get() says whether the timing is known (and its ms); put() records one just measured.
+ * The session implements it over the engine's embedded choices (node attribute
+ * "kiln_gpu_tactics") and, when building, the --timingCacheFile cache. */
+typedef struct rt_tactic_cache {
+    bool (*get)(void *user, const ir_node *node, const char *sig, const char *tactic, double *ms);
+    void (*put)(void *user, const ir_node *node, const char *sig, const char *tactic, double ms);
+    void *user;
+} rt_tactic_cache;
 
 typedef struct rt_device_mem {
     uint64_t workspace;      /* scratch for library tactics, allocated at creation */

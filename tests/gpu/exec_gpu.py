@@ -127,8 +127,11 @@ def main():
                 r, dt = run([K, "exec", f"--onnx={model}", "--backend=cuda", f"--saveEngine={eng}",
                              f"--timingCacheFile={tc}", "--skipInference"] + io[:1])
                 m = re.search(r"Engine built in ([0-9.e+-]+) sec", r.stdout)
-                check(r.returncode == 0, f"resnet50: build with {label}",
-                      f"Engine built in {m.group(1) if m else '?'} s (process {dt:.2f} s)")
+                t = re.search(r"Tactics: (\d+) timed, (\d+) from the timing cache", r.stdout)
+                ok = r.returncode == 0 and t is not None and (label.startswith("fresh") or t.group(1) == "0")
+                check(ok, f"resnet50: build with {label}",
+                      f"Engine built in {m.group(1) if m else '?'} s (process {dt:.2f} s); "
+                      f"{t.group(0) if t else 'no Tactics line'}" + ("" if r.returncode == 0 else r.stdout[-800:]))
     print(f"{len(FAILED)} failed" + (": " + ", ".join(FAILED) if FAILED else ""))
     sys.exit(1 if FAILED else 0)
 

@@ -21,6 +21,7 @@
 #include "build/builder.h"
 #include "engine/engine.h"
 #include "kiln/kiln.h"
+#include "runtime/session.h"
 
 #define MODEL_PATH KILN_SOURCE_DIR "/examples/tiny_cnn.onnx"
 
@@ -217,12 +218,44 @@ static void test_builder_needs_gpu(void **state) {
     free(bytes);
 }
 
+/* A GPU engine's node carries its build-time tactic timings; lookups match the whole
+ * signature and tactic name, nothing else. */
+static void test_node_tactic_lookup(void **state) {
+    (void)state;
+    ir_node n;
+    memset(&n, 0, sizeof n);
+    ir_attr a;
+    memset(&a, 0, sizeof a);
+    const char *text = "sm_90 lt130100 dnn91400 tf32|gemm m1 n8\tlt#0\t0.25\n"
+                       "sm_90 lt130100 dnn91400 tf32|gemm m1 n8\tlt#1\t0.125\n"
+                       "sm_90 lt130100 dnn91400 tf32|conv x1\talgo#6\t1e-3\n";
+    a.name = RT_GPU_TACTICS_ATTR;
+    a.type = IR_ATTR_STRING;
+    a.s.data = text;
+    a.s.len = strlen(text);
+    n.attrs = &a;
+    n.n_attrs = 1;
+    double ms = 0;
+    assert_true(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|gemm m1 n8", "lt#1", &ms));
+    assert_true(ms == 0.125);
+    assert_true(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|conv x1", "algo#6", &ms));
+    assert_true(ms == 1e-3);
+    /* a prefix of a signature, another GPU, another tactic: misses */
+    assert_false(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|gemm m1", "lt#1", &ms));
+    assert_false(rt_gpu_tactic_lookup(&n, "sm_80 lt130100 dnn91400 tf32|gemm m1 n8", "lt#1", &ms));
+    assert_false(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|gemm m1 n8", "lt#2", &ms));
+    assert_false(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|gemm m1 n8", "lt#", &ms));
+    n.n_attrs = 0;
+    assert_false(rt_gpu_tactic_lookup(&n, "sm_90 lt130100 dnn91400 tf32|gemm m1 n8", "lt#1", &ms));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_build_records_gpu),
         cmocka_unit_test(test_load_checks_gpu),
         cmocka_unit_test(test_bad_gpu_fields),
         cmocka_unit_test(test_builder_needs_gpu),
+        cmocka_unit_test(test_node_tactic_lookup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,6 +278,8 @@ static void be_mem_report(void *ctx, rt_device_mem *out) {
     (void)cudaGetLastError();
 }
 
+static void be_set_tactic_cache(void *ctx, const rt_tactic_cache *cache) { ((cuda_ctx *)ctx)->tactics = cache; }
+
 /* ---- lifecycle ---- */
 
 static void be_destroy(void *ctx) {
@@ -433,6 +435,7 @@ static const rt_backend cuda_backend_table = {
     .host_alloc = be_host_alloc,
     .host_free = be_host_free,
     .mem_report = be_mem_report,
+    .set_tactic_cache = be_set_tactic_cache,
 };
 
 const rt_backend *rt_backend_cuda(void) { return &cuda_backend_table; }
