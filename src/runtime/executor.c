@@ -388,8 +388,9 @@ static bool op_reads_only_shape(const ir_node *n, int32_t k) {
  * so they do not stop recording. A host node that does not qualify but that the device
  * can run (the device backend prefers the host for int64 results, e.g. BERT's Unsqueeze
  * of the attention mask) moves to the device, since a host node reading device values
- * cannot be recorded. Sets *first_other to the first host node left that does not
- * qualify (NULL if none). */
+ * cannot be recorded -- all such nodes move, or none when some other host node keeps the
+ * run from being recorded anyway. Sets *first_other to the first host node that neither
+ * qualifies nor can move (NULL if none). */
 static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_node **first_other,
                                     kiln_error *err) {
     const ir_graph *g = p->g;
@@ -397,7 +398,12 @@ static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_
     p->sn = calloc((size_t)g->n_nodes + 1, 1);
     p->sv = calloc((size_t)g->n_values + 1, 1);
     p->sv_dev = calloc((size_t)g->n_values + 1, 1);
-    if (!p->sn || !p->sv || !p->sv_dev) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    void **dev_k = calloc((size_t)g->n_nodes + 1, sizeof *dev_k); /* device kernels of movable host nodes */
+    uint8_t *movable = calloc((size_t)g->n_nodes + 1, 1);
+    if (!p->sn || !p->sv || !p->sv_dev || !dev_k || !movable) {
+        free(dev_k), free(movable);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (!p->on_fb[i]) continue;
@@ -410,16 +416,9 @@ static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_
             ok = p->is_const[id] || p->sv[id];
         }
         if (!ok) {
-            void *k = NULL;
             kiln_error e = {0};
-            if (ex->be->prepare_node(ex->bctx, ex->model, n, &k, &e) == KILN_OK) {
-                if (p->kernels[i] && ex->fb->release_node) ex->fb->release_node(ex->fbctx, p->kernels[i]);
-                p->kernels[i] = k;
-                p->on_fb[i] = 0;
-                ex->n_fallback--;
-            } else if (!*first_other) {
-                *first_other = n;
-            }
+            if (ex->be->prepare_node(ex->bctx, ex->model, n, &dev_k[i], &e) == KILN_OK) movable[i] = 1;
+            else if (!*first_other) *first_other = n;
             kiln_err_clear(&e);
             continue;
         }
@@ -428,6 +427,21 @@ static kiln_status plan_shape_nodes(rt_executor *ex, rt_graph_plan *p, const ir_
         for (int32_t k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) p->sv[n->outputs[k]] = 1;
     }
+    /* move them only when that lets the run be recorded: if some host node stays (it
+     * reads values and the device cannot run it), graphs are off anyway and the device
+     * backend's preference stands */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (!movable[i]) continue;
+        if (*first_other) {
+            if (dev_k[i] && ex->be->release_node) ex->be->release_node(ex->bctx, dev_k[i]);
+            continue;
+        }
+        if (p->kernels[i] && ex->fb->release_node) ex->fb->release_node(ex->fbctx, p->kernels[i]);
+        p->kernels[i] = dev_k[i];
+        p->on_fb[i] = 0;
+        ex->n_fallback--;
+    }
+    free(dev_k), free(movable);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (p->on_fb[i]) continue;

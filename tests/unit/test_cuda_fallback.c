@@ -540,6 +540,38 @@ static void test_no_graph_keeps_preference(void **state) {
     ir_model_free(m);
 }
 
+/* A host node that reads values and that the device cannot run (Softmax) keeps graphs
+ * off; then host_idx is not moved either (moving it would only add copies). */
+static void test_no_move_when_graph_impossible(void **state) {
+    (void)state;
+    ir_model *m = build_shape_chain();
+    node(m->graph, "Softmax", "sm", "x", NULL, "z");
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    eo.device_graph = true;
+    rt_executor *ex = NULL;
+    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    assert_int_equal(rt_executor_device_graph_state(ex), -1);
+    assert_non_null(strstr(rt_executor_device_graph_why(ex), "'sm' (Softmax)"));
+    assert_true(rt_executor_node_on_fallback(ex, m->graph, 0)); /* host_idx stayed */
+    assert_int_equal(rt_executor_n_fallback(ex), 4);
+    run_chain(ex, 2, 3, 1.f);
+    run_chain(ex, 2, 3, 2.f);
+    fake_ctx *fc = fctx;
+    assert_int_equal(fc->launches, 0);
+    rt_executor_free(ex);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
 /* A CPU node that reads activation values (Softmax of x) keeps graphs off, and says which. */
 static void test_graph_off_for_value_nodes(void **state) {
     (void)state;
@@ -576,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_graph_with_shape_nodes),
         cmocka_unit_test(test_graph_off_for_value_nodes),
         cmocka_unit_test(test_no_graph_keeps_preference),
+        cmocka_unit_test(test_no_move_when_graph_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
