@@ -146,6 +146,10 @@ def test_inspect_engine(engine):
     assert [l["name"] for l in j["layers"]] == ["/fc1/MatMul", "/fc2/MatMul"]
     assert j["inputs"][0]["shape"] == ["batch", 16]
     assert j["memory"]["weights_bytes"] >= (16 * 32 + 32 * 4) * 4
+    # a CPU engine records no GPU (GPU engines fill these; see docs/ENGINE_FORMAT.md)
+    assert j["backend"] == "cpu"
+    assert [j[k] for k in ("gpu_arch", "cuda_version", "cublas_version", "cudnn_version")] == ["", "", "", ""]
+    assert "gpu         " not in p.stdout
 
 
 def test_shape_outside_profile(engine):
