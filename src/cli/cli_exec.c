@@ -921,6 +921,29 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         perf_stats_json(&lat, f->percentiles, j);
         sb_append(j, ", \"compute_ms\": ");
         perf_stats_json(&comp, f->percentiles, j);
+        if (s->gpu) {
+            /* the replays' copies (device events); null when some query ran node by node */
+            double *h = malloc(sizeof *h * (size_t)(total ? total : 1)), *d = malloc(sizeof *d * (size_t)(total ? total : 1));
+            bool phased = h && d && total > 0;
+            for (int q = 0; phased && q < total; q++) {
+                phased = all[q].gpu_phases;
+                h[q] = all[q].h2d_ms;
+                d[q] = all[q].d2h_ms;
+            }
+            perf_stats hs, ds;
+            if (phased) {
+                perf_compute(h, total, f->percentiles, f->n_percentiles, &hs);
+                perf_compute(d, total, f->percentiles, f->n_percentiles, &ds);
+                sb_append(j, ", \"h2d_ms\": ");
+                perf_stats_json(&hs, f->percentiles, j);
+                sb_append(j, ", \"d2h_ms\": ");
+                perf_stats_json(&ds, f->percentiles, j);
+            } else {
+                sb_append(j, ", \"h2d_ms\": null, \"d2h_ms\": null");
+            }
+            sb_printf(j, ", \"no_data_transfers\": %s", f->no_data_transfers ? "true" : "false");
+            free(h), free(d);
+        }
         sb_append(j, "}");
         free(all);
     }

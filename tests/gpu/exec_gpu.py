@@ -91,8 +91,9 @@ def main():
         eng = os.path.join(a.out, f"{name}.engine")
         o1, o2 = os.path.join(a.out, f"{name}_built.json"), os.path.join(a.out, f"{name}_loaded.json")
         fast = ["--iterations=50", "--duration=0", "--warmUp=100"]
-        r, dt = run([K, "exec", f"--onnx={model}", "--backend=cuda", f"--saveEngine={eng}", f"--exportOutput={o1}"]
-                    + io + fast)
+        jr = os.path.join(a.out, f"{name}_report.json")
+        r, dt = run([K, "exec", f"--onnx={model}", "--backend=cuda", f"--saveEngine={eng}", f"--exportOutput={o1}",
+                     f"--json={jr}"] + io + fast)
         out = r.stdout + r.stderr
         lines = [l for l in out.splitlines() if re.search(r"Engine built|H2D Latency|GPU Compute Time:|D2H Latency|"
                                                           r"Device memory|CUDA graph|Throughput", l)]
@@ -102,6 +103,12 @@ def main():
         if r.returncode == 0:
             ok, d = close(exported(o1), ref)
             check(ok, f"{name}: built engine's outputs vs ONNX Runtime", d)
+            rep = json.load(open(jr))
+            run0 = rep["runs"][0]
+            check(rep["backend"] == "cuda" and "gpu" in rep and (run0.get("h2d_ms") or {}).get("mean", 0) > 0,
+                  f"{name}: --json has the GPU and the H2D/D2H statistics",
+                  f"h2d mean {(run0.get('h2d_ms') or {}).get('mean')} ms, d2h mean "
+                  f"{(run0.get('d2h_ms') or {}).get('mean')} ms")
         r, dt = run([K, "exec", f"--loadEngine={eng}", f"--exportOutput={o2}"] + io + fast)
         check(r.returncode == 0, f"{name}: --loadEngine runs", "" if r.returncode == 0 else (r.stdout + r.stderr)[-800:])
         if r.returncode == 0:
