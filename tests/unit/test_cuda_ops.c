@@ -294,6 +294,13 @@ static int check_fp16_model(const char *path, build_fp16_stats *out, int *attent
     kiln_dtype out_dt[16];
     for (int32_t i = 0; i < g->n_outputs && i < 16; i++) out_dt[i] = g->values[g->outputs[i]].type.dtype;
     assert_int_equal(build_pass_precision_fp16(m, &r, &st, &e), KILN_OK);
+    /* a second run (loading a GPU engine that stores the rewritten graph) changes nothing */
+    build_fp16_stats again;
+    int32_t n_before = g->n_nodes;
+    assert_int_equal(build_pass_precision_fp16(m, &r, &again, &e), KILN_OK);
+    assert_int_equal(again.casts, 0);
+    assert_int_equal(again.initializers_converted, 0);
+    assert_int_equal(g->n_nodes, n_before);
     build_layout_rules lr = {gpu_node_nhwc, NULL};
     int32_t moved = 0;
     assert_int_equal(build_pass_layout_nhwc(m, &lr, &moved, &e), KILN_OK);

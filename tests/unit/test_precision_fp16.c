@@ -221,6 +221,23 @@ static void test_shared_and_host_inputs(void **state) {
     ir_model_free(m);
 }
 
+/* A second run finds nothing to change (GPU engines store the rewritten graph and the
+ * session runs the pass again when loading them). */
+static void test_second_run_changes_nothing(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        ir_model *m = mlp();
+        (void)run_pass(m, variant ? NULL : S("Softmax", NULL));
+        int32_t n = m->graph->n_nodes, nv = m->graph->n_values;
+        build_fp16_stats st = run_pass(m, variant ? NULL : S("Softmax", NULL));
+        assert_int_equal(st.casts, 0);
+        assert_int_equal(st.initializers_converted, 0);
+        assert_int_equal(m->graph->n_nodes, n);
+        assert_int_equal(m->graph->n_values, nv);
+        ir_model_free(m);
+    }
+}
+
 /* Nodes without float tensors are never asked about and keep their types. */
 static void test_no_float_tensors_untouched(void **state) {
     (void)state;
@@ -385,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_graph_output_of_half_node_keeps_name_and_type),
         cmocka_unit_test(test_shared_and_host_inputs),
         cmocka_unit_test(test_no_float_tensors_untouched),
+        cmocka_unit_test(test_second_run_changes_nothing),
         cmocka_unit_test(test_cpu_runs_rewritten_graph),
         cmocka_unit_test(test_layout_nhwc_region),
     };

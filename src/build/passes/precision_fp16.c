@@ -222,7 +222,10 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
     }
     for (int32_t i = 0; i < c.n0; i++) {
         const ir_node *n = &g->nodes[i];
-        half[i] = !pass_has_subgraph(n) && has_float(g, n) && rules->node_half(rules->user, model, n);
+        /* a Cast's output type is its `to` attribute: it never changes precision here
+         * (which also makes a second run of the pass a no-op) */
+        bool is_cast = !n->domain[0] && !strcmp(n->op_type, "Cast");
+        half[i] = !is_cast && !pass_has_subgraph(n) && has_float(g, n) && rules->node_half(rules->user, model, n);
         for (int32_t k = 0; k < n->n_inputs; k++) {
             int32_t v = n->inputs[k];
             if (v < 0 || v >= nv0) continue;
