@@ -39,6 +39,10 @@ typedef struct rt_exec_options {
      * only on input shapes and constants; any failure to record turns replay off for the
      * executor and runs normally). */
     bool device_graph;
+    /* Device backends (appended): weights (initializers device nodes read) come from this
+     * share instead of one upload per executor (runtime/weight_share.h); the caller holds
+     * a reference for the executor's lifetime. NULL: this executor uploads its own. */
+    struct rt_weight_share *weights;
 } rt_exec_options;
 
 /* Prepares every node. Fails with KILN_ERR_UNSUPPORTED when some node has no kernel:
