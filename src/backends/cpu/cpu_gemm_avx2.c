@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_gelu_avx2.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
 
@@ -160,8 +161,33 @@ void cpu_gemm_scratch_free(cpu_gemm_scratch *s) {
 
 /* ---- microkernel --------------------------------------------------------------------- */
 
+/* Activations the tile store applies itself: ReLU in registers, GELU (BERT's FFN, after
+ * fuse_gelu.c) over the just-stored 16-column tile rows while they are in L1; the others
+ * run through cpu_epilogue_apply after the tile. GELU sits in a separate non-inlined
+ * function on purpose: inlined into the microkernel its ~20 constants made GCC keep
+ * values live across the k loop, which spilled accumulators and cost 1.7x on every
+ * MatMul (measured), not only the GELU ones. */
+static inline bool act_in_tile(cpu_act_kind k) {
+    return k == CPU_ACT_NONE || k == CPU_ACT_RELU || k == CPU_ACT_GELU || k == CPU_ACT_GELU_TANH;
+}
+
+__attribute__((noinline)) static void gelu_tile(float *c, int64_t ldc, int rows, cpu_act_kind k) {
+    for (int i = 0; i < rows; i++, c += ldc) {
+        __m256 v0 = _mm256_loadu_ps(c), v1 = _mm256_loadu_ps(c + 8);
+        if (k == CPU_ACT_GELU) {
+            v0 = cpu_gelu_erf8(v0);
+            v1 = cpu_gelu_erf8(v1);
+        } else {
+            v0 = cpu_gelu_tanh8(v0);
+            v1 = cpu_gelu_tanh8(v1);
+        }
+        _mm256_storeu_ps(c, v0);
+        _mm256_storeu_ps(c + 8, v1);
+    }
+}
+
 /* One output row of a full tile: add C (later k-blocks), then on the last k-block the
- * fusable epilogue (bias, residual, ReLU), and store. */
+ * fusable epilogue (bias, residual, ReLU), and store (GELU follows in gelu_tile). */
 static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
                            int64_t m, int64_t n0) {
     if (accumulate) {
@@ -239,6 +265,8 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, fl
         row_out(c + (m0 + 3) * ldc + n0, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
         row_out(c + (m0 + 4) * ldc + n0, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
         row_out(c + (m0 + 5) * ldc + n0, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+        if (fuse && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH))
+            gelu_tile(c + m0 * ldc + n0, ldc, MR, ep->act.kind);
         return;
     }
     _mm256_store_ps(t + 0, c00);
@@ -284,7 +312,7 @@ static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
 static void store_tile(const float *t, int mr, int nr, float *C, int64_t ldc, int64_t m0, int64_t n0,
                        bool accumulate, bool last, const cpu_epilogue *ep) {
     bool full = nr == NR;
-    bool fuse = last && ep && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU);
+    bool fuse = last && ep && act_in_tile(ep->act.kind);
     for (int i = 0; i < mr; i++) {
         float *c = C + (m0 + i) * ldc + n0;
         const float *ti = t + i * NR;
@@ -319,6 +347,8 @@ static void store_tile(const float *t, int mr, int nr, float *C, int64_t ldc, in
             for (int j = 0; j < nr; j++) c[j] = accumulate ? c[j] + ti[j] : ti[j];
         }
     }
+    if (fuse && full && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH))
+        gelu_tile(C + m0 * ldc + n0, ldc, mr, ep->act.kind);
     if (last && ep && !cpu_epilogue_is_empty(ep) && (!fuse || !full))
         cpu_epilogue_apply(ep, C, ldc, m0, m0 + mr, n0, n0 + nr);
 }
@@ -338,7 +368,7 @@ static void gemm_tasks_run(void *user, int64_t t0, int64_t t1) {
     _Alignas(64) float tile[MR * NR];
     const cpu_epilogue *ep = j->ep;
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
-    bool fusable = has_ep && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU);
+    bool fusable = has_ep && act_in_tile(ep->act.kind);
     for (int64_t t = t0; t < t1; t++) {
         int64_t mb = t % j->m_blocks, nb = t / j->m_blocks;
         int64_t mp0 = mb * MC_PANELS, mp1 = mp0 + MC_PANELS;
