@@ -455,6 +455,26 @@ static void gemm_tasks_run(void *user, int64_t t0, int64_t t1) {
     }
 }
 
+int64_t cpu_sgemm_inline_scratch(int64_t M, int64_t N, int64_t K) {
+    if (!size_ok(round_up(M, MR) + round_up(N, NR), K)) return -1;
+    return round_up(round_up(M, MR) * K, 16) + round_up(N, NR) * K;
+}
+
+void cpu_sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch) {
+    int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
+    float *pa = scratch, *pb = scratch + round_up(Mpad * K, 16); /* both 64-byte aligned */
+    pack_job ja = {A, lda, M, K, Mpad, pa}, jb = {B, ldb, N, K, Npad, pb};
+    pack_a_run(&ja, 0, Mpad / MR);
+    pack_b_run(&jb, 0, Npad / NR);
+    gemm_task_job j = {M, N, K, Mpad, Npad, 1, 1, pa, pb, C, ldc, ep};
+    _Alignas(64) float tile[MR * NR];
+    for (int64_t mp0 = 0; mp0 < Mpad / MR; mp0 += MC_PANELS)
+        for (int64_t np0 = 0; np0 < Npad / NR; np0 += NC_PANELS)
+            gemm_block(&j, mp0, mp0 + MC_PANELS < Mpad / MR ? mp0 + MC_PANELS : Mpad / MR, np0,
+                       np0 + NC_PANELS < Npad / NR ? np0 + NC_PANELS : Npad / NR, tile);
+}
+
 static float *scratch_get(cpu_gemm_scratch *s, int64_t n) {
     if ((size_t)n > s->cap) {
         free(s->data);
