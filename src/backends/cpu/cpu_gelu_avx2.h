@@ -44,13 +44,14 @@ static inline __m256 cpu_exp8_2part(__m256 a, __m256 b) {
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), a);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     r = _mm256_add_ps(r, b);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 r2 = _mm256_mul_ps(r, r);
+    /* e^r = 1 + r + r^2 (c2 + c3 r + c4 r^2 + ... + c7 r^5), the bracket by Estrin's
+     * scheme: a GELU is one long dependency chain, and its latency (not the op count)
+     * limits the epilogue; Estrin halves the polynomial's part of it against Horner */
+    __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
+    __m256 q0 = _mm256_fmadd_ps(_mm256_set1_ps(1.6666665459e-1f), r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 q1 = _mm256_fmadd_ps(_mm256_set1_ps(8.3334519073e-3f), r, _mm256_set1_ps(4.1665795894e-2f));
+    __m256 q2 = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    __m256 p = _mm256_fmadd_ps(q2, r4, _mm256_fmadd_ps(q1, r2, q0));
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
@@ -63,16 +64,15 @@ static inline __m256 cpu_gelu_erf8(__m256 x) {
     __m256 ax = _mm256_andnot_ps(sign, xc);
     __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
     __m256 t = _mm256_div_ps(_mm256_set1_ps(1.f), _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.f)));
-    __m256 p = _mm256_set1_ps(0.17087277f);
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.82215223f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.48851587f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.13520398f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.27886807f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.18628806f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.09678418f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.37409196f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.00002368f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.26551223f));
+    /* P(t) = c0 + c1 t + ... + c9 t^9 by Estrin's scheme (see cpu_exp8_2part) */
+    __m256 t2 = _mm256_mul_ps(t, t), t4 = _mm256_mul_ps(t2, t2), t8 = _mm256_mul_ps(t4, t4);
+    __m256 c01 = _mm256_fmadd_ps(_mm256_set1_ps(1.00002368f), t, _mm256_set1_ps(-1.26551223f));
+    __m256 c23 = _mm256_fmadd_ps(_mm256_set1_ps(0.09678418f), t, _mm256_set1_ps(0.37409196f));
+    __m256 c45 = _mm256_fmadd_ps(_mm256_set1_ps(0.27886807f), t, _mm256_set1_ps(-0.18628806f));
+    __m256 c67 = _mm256_fmadd_ps(_mm256_set1_ps(1.48851587f), t, _mm256_set1_ps(-1.13520398f));
+    __m256 c89 = _mm256_fmadd_ps(_mm256_set1_ps(0.17087277f), t, _mm256_set1_ps(-0.82215223f));
+    __m256 c03 = _mm256_fmadd_ps(c23, t2, c01), c47 = _mm256_fmadd_ps(c67, t2, c45);
+    __m256 p = _mm256_fmadd_ps(c89, t8, _mm256_fmadd_ps(c47, t4, c03));
     /* -z^2 = -x^2/2 = -(h + l)/2 exactly: h = x*x rounded, l = its rounding error */
     __m256 h = _mm256_mul_ps(ax, ax);
     __m256 l = _mm256_fmsub_ps(ax, ax, h);
