@@ -1,7 +1,8 @@
 /* test_rows.c - the row kernels behind LayerNormalization/RMSNormalization and Softmax
  * (backends/cpu/cpu_rows.h): both tables (portable and AVX2 when present) against a
  * double-precision reference, NaN and -inf handling of the row max, and the threaded
- * LayerNormalization / Softmax / Add ops giving bit-identical results at 1 and 2 threads.
+ * LayerNormalization / Softmax / Add ops giving bit-identical results at 1 and 2 threads,
+ * and the tiled 2-D Transpose path (cpu_elem_util.c) against index arithmetic.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -172,10 +173,62 @@ static void test_threads_identical(void **state) {
     same_at_1_and_2_threads(softmax_model, 3, (int64_t[]){12, 128, 128}, 128);
 }
 
+/* Transpose through the tiled 2-D path (cpu_elem_util.c): edge tiles (13, 21 are not
+ * multiples of 8) and BERT's key transpose, against index arithmetic, at 1 and 2 threads. */
+static ir_model *transpose_model(const int64_t *dims) {
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x"), 1, S("y"), 1);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 4, dims, NULL);
+    ir_node *n = add_node(g, "Transpose", "t", S("x"), 1, S("y"), 1);
+    ir_attr *a = add_attrs(g, n, 1);
+    memset(a, 0, sizeof *a);
+    a->name = "perm";
+    a->type = IR_ATTR_INTS;
+    a->n = 4;
+    a->ints = ARENA_ARRAY(&g->model->arena, int64_t, 4);
+    a->ints[0] = 0, a->ints[1] = 2, a->ints[2] = 3, a->ints[3] = 1;
+    a->doc = "";
+    return m;
+}
+
+static void check_transpose(const int64_t *d) {
+    rt_value x;
+    fill(&x, 4, d, 0.f);
+    const float *xv = x.t.data;
+    rt_value *vals[] = {&x};
+    for (int threads = 1; threads <= 2; threads++) {
+        ir_model *m = transpose_model(d);
+        float *y = run_threads(m, threads, S("x"), vals, 1);
+        /* y[a][c][e][b] = x[a][b][c][e] */
+        for (int64_t a = 0; a < d[0]; a++)
+            for (int64_t b = 0; b < d[1]; b++)
+                for (int64_t c = 0; c < d[2]; c++)
+                    for (int64_t e = 0; e < d[3]; e++) {
+                        float want = xv[((a * d[1] + b) * d[2] + c) * d[3] + e];
+                        float got = y[((a * d[2] + c) * d[3] + e) * d[1] + b];
+                        if (got != want)
+                            fail_msg("transpose %lldx%lldx%lldx%lld, %d threads: wrong element", (long long)d[0],
+                                     (long long)d[1], (long long)d[2], (long long)d[3], threads);
+                    }
+        free(y);
+        ir_model_free(m);
+    }
+    rt_value_release(&x);
+}
+
+static void test_transpose_tiles(void **state) {
+    (void)state;
+    check_transpose((int64_t[]){2, 13, 3, 21});
+    check_transpose((int64_t[]){1, 128, 12, 64});
+    check_transpose((int64_t[]){3, 9, 1, 8});
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_row_kernels),
         cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_transpose_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
