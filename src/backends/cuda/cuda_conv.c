@@ -185,18 +185,41 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
             (s = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0)) !=
                 CUDNN_STATUS_SUCCESS)
             return dnn_fail(call, s, "descriptor setup");
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int found = 0;
-        s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, xdata, p->wd, wdata, p->cd, p->yd, ydata,
-                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
-                                                   (size_t)c->workspace_bytes);
-        if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
-        int best = -1;
-        for (int i = 0; i < found && best < 0; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes) best = i;
-        if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
-        p->algo = perf[best].algo;
-        p->ws = perf[best].memory;
+        /* tactic cache (cuda_tactics.c): an algorithm timed before for this signature,
+         * when its workspace still fits */
+        char sig[CUDA_TACTIC_SIG];
+        cuda_tactic_sig(c, sig, sizeof sig, "conv x%lldx%lldx%lldx%lld w%lldx%lldx%lldx%lld s%lldx%lld p%lldx%lld "
+                        "d%lldx%lld g%lld ws%llu", (long long)N, (long long)C, (long long)H, (long long)W,
+                        (long long)O, (long long)CI, (long long)KH, (long long)KW, (long long)sh, (long long)sw,
+                        (long long)ph, (long long)pw, (long long)dh, (long long)dw, (long long)group,
+                        (unsigned long long)c->workspace_bytes);
+        int cached = -1;
+        size_t cws = 0;
+        if (cuda_tactic_best(c, call->node, sig, "algo", CUDNN_CONVOLUTION_FWD_ALGO_COUNT, false, &cached) &&
+            (cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, (cudnnConvolutionFwdAlgo_t)cached,
+                                                     &cws) != CUDNN_STATUS_SUCCESS ||
+             cws > c->workspace_bytes))
+            cached = -1;
+        if (cached >= 0) {
+            p->algo = (cudnnConvolutionFwdAlgo_t)cached;
+            p->ws = cws;
+        } else {
+            cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            int found = 0;
+            s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, xdata, p->wd, wdata, p->cd, p->yd, ydata,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
+                                                       (size_t)c->workspace_bytes);
+            if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
+            int best = -1;
+            for (int i = 0; i < found; i++) {
+                bool fits = perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes;
+                if (fits) cuda_tactic_put(c, call->node, sig, "algo", (int)perf[i].algo, (double)perf[i].time);
+                if (fits && best < 0) best = i;
+            }
+            if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
+            p->algo = perf[best].algo;
+            p->ws = perf[best].memory;
+        }
         p->fused_ok = !c->fp16;
         p->valid = true;
     }

@@ -121,9 +121,16 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
         cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || nres == 0) return lt_fail(call, s, "algorithm heuristic (no algorithm)");
         int best = 0;
+        /* tactic cache (cuda_tactics.c): every candidate timed before for this signature */
+        char sig[CUDA_TACTIC_SIG];
+        cuda_tactic_sig(c, sig, sizeof sig, "gemm m%lld n%lld k%lld b%lld sa%lld sb%lld t%d%d e%d c%d h%d n%d",
+                        (long long)key->m, (long long)key->n, (long long)key->k, (long long)key->batch,
+                        (long long)key->sa, (long long)key->sb, key->ta, key->tb, key->epi, key->has_c, key->fp16,
+                        nres);
+        bool cached = nres > 1 && cuda_tactic_best(c, call->node, sig, "lt", nres, true, &best);
         /* time the candidates on the real buffers; with beta != 0 the output is also an
          * input, so timing would corrupt it: keep the heuristic's first choice then */
-        if (nres > 1 && beta == 0.f) {
+        if (nres > 1 && beta == 0.f && !cached) {
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -139,8 +146,10 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                 cudaEventRecord(e1, c->stream);
                 if (!ok || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
                     (void)cudaGetLastError();
+                    cuda_tactic_put(c, call->node, sig, "lt", i, 1e30); /* cannot run: never chosen */
                     continue;
                 }
+                cuda_tactic_put(c, call->node, sig, "lt", i, (double)ms / GEMM_TIMING_REPS);
                 if (ms < best_ms) best_ms = ms, best = i;
             }
             cudaEventDestroy(e0);

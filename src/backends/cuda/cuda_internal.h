@@ -30,6 +30,7 @@ typedef struct cuda_ctx {
     void **events;       /* timer marks: cudaEvent_t, recycled in a ring */
     uint32_t n_events, next_event;
     cuda_device_info info;
+    const rt_tactic_cache *tactics; /* appended: timing lookups (cuda_tactics.c), or NULL */
 } cuda_ctx;
 
 typedef kiln_status (*cuda_run_fn)(cuda_ctx *c, rt_node_call *call);
@@ -58,6 +59,18 @@ bool cuda_bcast_shape(const int64_t *a, int32_t ra, const int64_t *b, int32_t rb
 /* Collapses adjacent output axes where every operand is contiguous or broadcast alike,
  * so most broadcasts run with rank <= 3 index math. Operates in place on bc. */
 void cuda_bcast_simplify(cuda_bcast *bc, int n_operands);
+
+/* ---- cuda_tactics.c: library tactic choices through the tactic cache ---- */
+#define CUDA_TACTIC_SIG 384
+/* "sm_90 lt130100 dnn91400 tf32|<what>": the signature of one tactic search. */
+void cuda_tactic_sig(const cuda_ctx *c, char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The fastest known tactic "<prefix>#i" (0 <= i < n) for sig: with need_all, only when
+ * every i has a timing (cuBLASLt: all heuristic candidates); else among those that have
+ * one (cuDNN: the algorithms the search could run). false: search and time as usual. */
+bool cuda_tactic_best(const cuda_ctx *c, const ir_node *node, const char *sig, const char *prefix, int n,
+                      bool need_all, int *best);
+void cuda_tactic_put(const cuda_ctx *c, const ir_node *node, const char *sig, const char *prefix, int i, double ms);
 
 /* ---- cuda_backend.c helpers ---- */
 kiln_status cuda_fail(rt_node_call *call, int cuda_error, const char *what);
