@@ -72,7 +72,8 @@ enum variant {
     BAD_HALF,                /* 0.6 instead of 0.5 */
     BAD_ONE,                 /* Add 2 instead of 1 */
     SHARED_ERF,              /* Erf output is also a graph output */
-    SHARED_ADD               /* (1 + erf) also read by another node */
+    SHARED_ADD,              /* (1 + erf) also read by another node */
+    PINNED_MUL               /* x * (1 + erf) is itself a graph output (no second reader) */
 };
 
 static ir_model *build(enum variant v) {
@@ -80,6 +81,7 @@ static ir_model *build(enum variant v) {
     ir_graph *g = m->graph;
     bool extra_out = v == SHARED_ERF || v == SHARED_ADD;
     if (extra_out) set_io(g, S("x"), 1, S("y", "z"), 2);
+    else if (v == PINNED_MUL) set_io(g, S("x"), 1, S("y", "xa"), 2);
     else set_io(g, S("x"), 1, S("y"), 1);
     set_type(g, "x", KILN_DTYPE_FLOAT, 2, (int64_t[]){ROWS, COLS}, NULL);
     scalar_const(g, "sqrt2", v == BAD_SQRT2 ? 1.5f : 1.4142135f);
@@ -243,6 +245,7 @@ static void test_near_misses_are_left_alone(void **state) {
     check_variant(BAD_ONE, false);
     check_variant(SHARED_ERF, false);
     check_variant(SHARED_ADD, false);
+    check_variant(PINNED_MUL, false);
 }
 
 /* x[4,24] MatMul W[24,40] -> Add(bias[40]) -> erf-form GELU: one MatMul node with

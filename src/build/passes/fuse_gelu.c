@@ -37,8 +37,9 @@ typedef struct gelu_match {
     const pass_uses *u;
     const bool *dead;
     int32_t x;         /* the GELU's input value */
-    int32_t nodes[10]; /* pattern nodes to remove (all but the last) */
+    int32_t nodes[16]; /* pattern nodes to remove (all but the last); at most 9 are taken */
     int32_t n_nodes;
+    bool overflow; /* more nodes than fit: never for the patterns above, checked anyway */
 } gelu_match;
 
 static bool is_op(const ir_node *n, const char *op) { return !n->domain[0] && !strcmp(n->op_type, op); }
@@ -95,7 +96,10 @@ static int32_t operand_index(const ir_node *n, int32_t v) {
     return -1;
 }
 
-static void take(gelu_match *m, int32_t node) { m->nodes[m->n_nodes++] = node; }
+static void take(gelu_match *m, int32_t node) {
+    if (m->n_nodes < (int32_t)(sizeof m->nodes / sizeof m->nodes[0])) m->nodes[m->n_nodes++] = node;
+    else m->overflow = true;
+}
 
 /* Mul with one operand == v and the other the constant c: the index of the v operand. */
 static bool mul_by_const(const gelu_match *m, const ir_node *n, int32_t v, double c) {
@@ -266,12 +270,12 @@ kiln_status build_pass_fuse_gelu(ir_model *model, const build_pass_options *opts
         if (dead[i] || !(erf || tnh) || fn->n_inputs != 1 || fn->n_outputs != 1 || fn->inputs[0] < 0 ||
             fn->outputs[0] < 0)
             continue;
-        gelu_match m = {g, &u, dead, IR_NONE, {0}, 0};
+        gelu_match m = {g, &u, dead, IR_NONE, {0}, 0, false};
         if (!(erf ? match_erf_head(&m, fn) : match_tanh_head(&m, fn))) continue;
         if (m.x < 0 || !known_f32(g, m.x) || pass_has_subgraph(fn)) continue;
         take(&m, i);
         int32_t last = match_tail(&m, fn->outputs[0]);
-        if (last < 0) continue;
+        if (last < 0 || m.overflow) continue;
         /* every removed node lies before `last` (topological order), x before them all */
         bool ok = true;
         for (int32_t k = 0; k < m.n_nodes; k++)
