@@ -354,12 +354,13 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
 typedef struct gpu_tactic_rec {
     build_timing_cache *file; /* --timingCacheFile, or NULL */
     const ir_graph *g;
-    strbuf *per_node;         /* [n_nodes]: "sig\ttactic\tms\n" lines */
+    strbuf *per_node;         /* [n_per_node]: "sig\ttactic\tms\n" lines */
     int32_t timed, hits;
+    int32_t n_per_node; /* the node count when the records were made (after the session's passes) */
 } gpu_tactic_rec;
 
 static void gpu_tactic_note(gpu_tactic_rec *r, const ir_node *node, const char *sig, const char *tactic, double ms) {
-    if (!node || node < r->g->nodes || node >= r->g->nodes + r->g->n_nodes) return;
+    if (!node || !r->per_node || node < r->g->nodes || node >= r->g->nodes + r->n_per_node) return;
     sb_printf(&r->per_node[node - r->g->nodes], "%s\t%s\t%.17g\n", sig, tactic, ms);
 }
 
@@ -383,9 +384,9 @@ static void gpu_tactic_put(void *user, const ir_node *node, const char *sig, con
 static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_timing_cache *cache, build_stats *stats,
                                     kiln_error *err) {
     const ir_graph *g = m->graph;
-    gpu_tactic_rec rec = {cache, g, calloc((size_t)g->n_nodes + 1, sizeof(strbuf)), 0, 0};
-    if (!rec.per_node) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < g->n_nodes; i++) sb_init(&rec.per_node[i]);
+    /* the records are made once the session exists: its device passes (attention fusion,
+     * FP16 casts, build/passes) add and remove nodes of m, which is what the engine keeps */
+    gpu_tactic_rec rec = {cache, g, NULL, 0, 0, 0};
     rt_tactic_cache tc = {gpu_tactic_get, gpu_tactic_put, &rec};
     int32_t n = g->n_inputs;
     const char **names = calloc((size_t)n + 1, sizeof *names);
@@ -428,6 +429,12 @@ static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_t
         so.no_device_graph = true;
         so.tactic_cache = &tc;
         run = rt_session_create(m, &so, &sess, &e);
+        if (run == KILN_OK) {
+            rec.per_node = calloc((size_t)g->n_nodes + 1, sizeof(strbuf));
+            if (!rec.per_node) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            rec.n_per_node = rec.per_node ? g->n_nodes : 0;
+            for (int32_t i = 0; i < rec.n_per_node; i++) sb_init(&rec.per_node[i]);
+        }
     }
     if (st == KILN_OK && run == KILN_OK) run = rt_session_run(sess, names, ptrs, fed, outs, &e);
     for (int32_t k = 0; run == KILN_OK && outs && k < g->n_outputs; k++) rt_value_release(&outs[k]);
@@ -437,7 +444,7 @@ static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_t
              kiln_err_msg(&e));
     kiln_err_clear(&e);
     /* each node carries its timings */
-    for (int32_t i = 0; st == KILN_OK && run == KILN_OK && i < g->n_nodes; i++) {
+    for (int32_t i = 0; st == KILN_OK && run == KILN_OK && i < rec.n_per_node && i < g->n_nodes; i++) {
         if (!rec.per_node[i].len) continue;
         ir_node *nd = &m->graph->nodes[i];
         ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)nd->n_attrs + 1);
@@ -461,7 +468,7 @@ static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_t
     stats->timed += rec.timed;
     stats->cache_hits += rec.hits;
     for (int32_t i = 0; i < fed; i++) rt_value_release(&vals[i]);
-    for (int32_t i = 0; i < g->n_nodes; i++) sb_free(&rec.per_node[i]);
+    for (int32_t i = 0; i < rec.n_per_node; i++) sb_free(&rec.per_node[i]);
     free(rec.per_node), free(names), free(vals), free(ptrs), free(outs);
     return st;
 }

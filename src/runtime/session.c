@@ -112,9 +112,18 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         (void)ir_infer(model, NULL, &dl, &ie);
         kiln_err_clear(&ie);
         diag_list_free(&dl);
+        /* attention blocks -> one Attention node, which the device runs as one kernel
+         * (build/passes/fuse_attention.c); then --fp16: float16 tensors between the nodes
+         * the device runs in half, casts at the boundaries (precision_fp16.c) */
+        if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
+        if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
+        /* half convolutions channels-last (layout_nhwc.c), opt-in with KILN_NHWC=1: it
+         * measured slower than NCHW on ResNet-50 at batch 1 (docs/CUDA.md) */
+        if (st == KILN_OK && opts->fp16 && getenv("KILN_NHWC"))
+            st = build_pass_layout_nhwc_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
-        st = fb->create(&fo, &s->fbctx, err);
+        if (st == KILN_OK) st = fb->create(&fo, &s->fbctx, err);
     }
     if (st == KILN_OK) {
         rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx,

@@ -367,7 +367,8 @@ static kiln_status be_create(const rt_backend_options *opts, void **out, kiln_er
 
 static bool be_supports(void *ctx, const ir_model *model, const ir_node *node, kiln_dtype precision) {
     (void)ctx;
-    (void)precision;
+    /* FLOAT16: could it run with float16 tensors (the FP16 pass's question) */
+    if (precision == KILN_DTYPE_FLOAT16) return cuda_op_half_ok(model, node, NULL, 0);
     return cuda_op_supported(model, node, NULL, 0);
 }
 
