@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 #include "build/passes/passes.h"
 #include "runtime/session.h"
 
@@ -366,6 +367,56 @@ static void test_gelu_kernel_accuracy(void **state) {
     else check_gelu_table(vm);
 }
 
+/* The GELU epilogue of the packed GEMM on edge values: C = A * ones(1 x N) puts each edge
+ * value in a whole row, so every value goes through the full-tile path (kernel store, then
+ * gelu_tile), the partial-row tile (store_tile) and the partial-width columns
+ * (cpu_epilogue_apply): N = 20 = 16 + 4, M = 39 (6 full panels and a 3-row one). */
+static void test_gelu_epilogue_edges(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA, the packed GEMM (and its GELU epilogue) is not used\n");
+        return;
+    }
+    static const float edge[] = {0.f,   -0.f,  1e-30f, -1e-30f, 1e-7f, -1e-7f, 0.5f,  -0.5f,  1.f,   -1.f,
+                                 2.5f,  -2.5f, 3.9f,   -3.9f,   5.f,   -5.f,   7.5f,  -7.5f,  9.f,   -9.f,
+                                 10.5f, -10.5f, 12.f,  -12.f,   13.f,  -13.f,  14.f,  -14.f,  20.f,  -20.f,
+                                 100.f, -100.f, 1e30f, -1e30f,  NAN,   INFINITY, -3.f, 0.125f, -0.125f};
+    enum { M = sizeof edge / sizeof edge[0], N = 20 };
+    float ones[N], C[M * N];
+    for (int j = 0; j < N; j++) ones[j] = 1.f;
+    for (int k = 0; k < 2; k++) {
+        cpu_gemm_packed pb;
+        cpu_gemm_scratch sc = {0};
+        kiln_error e = {0};
+        assert_int_equal(cpu_gemm_pack_b(ones, N, 1, N, &pb, &e), KILN_OK);
+        cpu_epilogue ep;
+        memset(&ep, 0, sizeof ep);
+        ep.act.kind = k ? CPU_ACT_GELU_TANH : CPU_ACT_GELU;
+        for (int i = 0; i < M * N; i++) C[i] = -1.f;
+        assert_int_equal(cpu_sgemm_packed(NULL, M, N, 1, NULL, edge, 1, &pb, NULL, 0, C, N, &ep, &sc, &e), KILN_OK);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double x = edge[i], y = C[i * N + j];
+                if (isnan(x)) {
+                    if (!isnan(y)) fail_msg("gelu(NaN) gave %g at column %d", y, j);
+                    continue;
+                }
+                if (isinf(x)) {
+                    if (!(isinf(y) && y > 0)) fail_msg("gelu(+inf) gave %g at column %d", y, j);
+                    continue;
+                }
+                double r = k ? x / (1.0 + exp(-2.0 * sqrt(2.0 / 3.14159265358979324) * (x + 0.044715 * x * x * x)))
+                             : ref_gelu(x);
+                double tol = k ? 1e-5 * fabs(r) + 1e-30 : 1e-6 * fabs(r) + 1e-30;
+                if (!(fabs(y - r) <= tol))
+                    fail_msg("%s epilogue: gelu(%.9g) = %.9g at column %d, reference %.9g", k ? "tanh" : "erf", x, y, j,
+                             r);
+            }
+        cpu_gemm_packed_free(&pb);
+        cpu_gemm_scratch_free(&sc);
+    }
+}
+
 /* The standalone Gelu op (opset 20) on 1 and 2 threads: bit-identical outputs. */
 static ir_model *build_gelu_op(int64_t rows, int64_t cols) {
     ir_model *m = new_model();
@@ -410,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_near_misses_are_left_alone),
         cmocka_unit_test(test_matmul_bias_gelu_epilogue),
         cmocka_unit_test(test_gelu_kernel_accuracy),
+        cmocka_unit_test(test_gelu_epilogue_edges),
         cmocka_unit_test(test_gelu_op_threads_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
