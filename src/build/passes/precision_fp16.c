@@ -20,10 +20,10 @@
  *    whatever the backend says, and a half node whose float results are read only by such
  *    slots (or by nodes sent back this way; not graph outputs) goes back to float32,
  *    repeatedly, so the whole mask arithmetic feeding it (BERT's Cast -> Sub(1, m) ->
- *    Mul(-10000)) stays float32 with no Casts. Masks hold large magnitudes: (1 - m) * -10000 is +-inf in half as soon as m is
- *    outside 0/1 (kiln run's random integer inputs), and an inf score makes the softmax
- *    inf - inf = NaN. GEMMs, convolutions and Attention itself are never sent back (they
- *    are what half is for);
+ *    Mul(-10000)) stays float32 with no Casts. Masks hold large magnitudes:
+ *    (1 - m) * -10000 is +-inf in half as soon as m is outside 0/1 (kiln run's random
+ *    integer inputs), and an inf score makes the softmax inf - inf = NaN. GEMMs,
+ *    convolutions and Attention itself are never sent back (they are what half is for);
  * Accumulation inside GEMMs, convolutions, reductions, softmax and layer norm stays float32:
  * that is the kernels' business, the graph only says what is stored between nodes.
  * Inserted Casts sit right after the producer of what they convert (or first, for graph
