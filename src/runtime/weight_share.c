@@ -59,10 +59,17 @@ bool rt_weight_share_release(rt_weight_share *ws, const rt_backend *be, void *bc
     return true;
 }
 
-/* a borrowed device tensor: the share frees the memory */
-static void borrowed_free(void *ctx, void *data) { (void)ctx, (void)data; }
+/* Device tensors handed out by the share: the share frees the memory, so their free_fn
+ * does nothing. free_ctx tells the executor that uploaded a weight (counted in its device
+ * weight bytes) from the ones that found it uploaded already (not counted again). */
+static void share_free(void *ctx, void *data) { (void)ctx, (void)data; }
+static char uploaded_mark, borrowed_mark;
 
-static void fill(rt_tensor *dst, const rt_tensor *host, void *data, uint8_t location) {
+bool rt_weight_share_borrowed(const rt_tensor *t) {
+    return t && t->free_fn == share_free && t->free_ctx == &borrowed_mark;
+}
+
+static void fill(rt_tensor *dst, const rt_tensor *host, void *data, uint8_t location, bool uploaded) {
     memset(dst, 0, sizeof *dst);
     dst->dtype = host->dtype;
     dst->rank = host->rank;
@@ -71,7 +78,8 @@ static void fill(rt_tensor *dst, const rt_tensor *host, void *data, uint8_t loca
     dst->nbytes = host->nbytes;
     dst->data = data;
     dst->device = location;
-    dst->free_fn = data ? borrowed_free : NULL;
+    dst->free_fn = data ? share_free : NULL;
+    dst->free_ctx = uploaded ? &uploaded_mark : &borrowed_mark;
 }
 
 kiln_status rt_weight_share_get(rt_weight_share *ws, const rt_backend *be, void *bctx, const ir_graph *g, int32_t id,
@@ -85,7 +93,7 @@ kiln_status rt_weight_share_get(rt_weight_share *ws, const rt_backend *be, void 
         const ws_entry *x = &ws->e[i];
         if (x->g != g || x->id != id || x->init != init || x->dtype != host->dtype || x->nbytes != host->nbytes)
             continue;
-        fill(dst, host, x->data, be->location);
+        fill(dst, host, x->data, be->location, false);
         *shared = true;
         goto done;
     }
@@ -111,7 +119,7 @@ kiln_status rt_weight_share_get(rt_weight_share *ws, const rt_backend *be, void 
         }
     }
     ws->e[ws->n++] = (ws_entry){g, id, init, host->dtype, host->nbytes, p};
-    fill(dst, host, p, be->location);
+    fill(dst, host, p, be->location, true);
     *shared = true;
 done:
     pthread_mutex_unlock(&ws->mu);

@@ -41,6 +41,10 @@ bool rt_weight_share_release(rt_weight_share *ws, const rt_backend *be, void *bc
 kiln_status rt_weight_share_get(rt_weight_share *ws, const rt_backend *be, void *bctx, const ir_graph *g, int32_t id,
                                 const rt_tensor *host, rt_tensor *dst, bool *shared, kiln_error *err);
 
+/* Whether t is a device copy this executor found already uploaded by another (so device
+ * weight bytes summed over executors count each copy once). */
+bool rt_weight_share_borrowed(const rt_tensor *t);
+
 /* Device copies held and their bytes (for tests and reports). */
 int32_t rt_weight_share_count(const rt_weight_share *ws, uint64_t *bytes);
 

@@ -664,6 +664,9 @@ static void test_weights_shared_between_executors(void **state) {
     fake_ctx *fa = a.fctx, *fb = b.fctx;
     assert_int_equal(fa->h2d, 1); /* the weight */
     assert_int_equal(fb->h2d, 0); /* nothing: it reads a's copy */
+    /* the device weight bytes count the copy once, for the executor that uploaded it */
+    assert_int_equal((int)rt_executor_device_weight_bytes(a.ex), 16);
+    assert_int_equal((int)rt_executor_device_weight_bytes(b.ex), 0);
     uint64_t bytes = 0;
     assert_int_equal(rt_weight_share_count(ws, &bytes), 1);
     assert_int_equal((int)bytes, 16);
