@@ -44,10 +44,7 @@ for extra in "" "--fp16"; do
     grep -iE "^ *fail" "$OUT/node${extra:+_fp16}.log" | head -10 | tee -a "$OUT/summary.txt"
     grep -cE "chose position|cached position" "$OUT/node${extra:+_fp16}.err" | sed 's/^/   graph plans: /' | tee -a "$OUT/summary.txt"
 done
-t0=$(date +%s)
-PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-120} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K \
-    --models resnet50,mobilenetv2 --variants "fp16,fp16nhwc" >"$OUT/zoo.log" 2>&1
-log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "rc=|max|worst" "$OUT/zoo.log" | head -20 | tee -a "$OUT/summary.txt"
+python3 tools/make_zoo.py --out /tmp/zoo --models resnet50,mobilenetv2 >"$OUT/make_zoo.log" 2>&1
 R="$K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:1x3x224x224 --fp16"
 KILN_NHWC=1 KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nhwc.log" 2>&1
 log "nhwc plans: fused $(grep -c 'form 1: chose' "$OUT/debug_nhwc.log") conv-only $(grep -c 'form 0: chose' "$OUT/debug_nhwc.log") none $(grep -c 'no engine config' "$OUT/debug_nhwc.log") refused $(grep -c 'graph refused' "$OUT/debug_nhwc.log")"
@@ -55,7 +52,7 @@ KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nchw.log" 2>&1
 log "nchw plans: fused $(grep -c 'form 1: chose' "$OUT/debug_nchw.log") conv-only $(grep -c 'form 0: chose' "$OUT/debug_nchw.log") none $(grep -c 'no engine config' "$OUT/debug_nchw.log")"
 for cfg in "KILN_NHWC=1" "KILN_NHWC=1 KILN_CUDA_CONV_1X1_GEMM=1" "KILN_NHWC=1 KILN_CUDA_CONV_GRAPH=0" \
            "KILN_CUDA_CONV_GRAPH=1" "KILN_CUDA_CONV_GRAPH=0"; do
-    for rep in 1 2; do
+    for rep in ${REPS:-1 2}; do
         env $cfg $R --iterations 300 --warmUp 30 >"$OUT/run.log" 2>&1
         log "resnet50 fp16 [$cfg] #$rep: rc=$? $(grep -E 'median|replay check' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
     done
@@ -67,6 +64,10 @@ for cfg in "KILN_NHWC=1" "KILN_CUDA_CONV_GRAPH=0"; do
 done
 $K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:1x3x224x224 --iterations 300 --warmUp 30 >"$OUT/run.log" 2>&1
 log "resnet50 tf32: $(grep -E 'median' "$OUT/run.log" | tr '\n' ' ' | cut -c1-200)"
+t0=$(date +%s)
+PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-120} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K \
+    --models resnet50,mobilenetv2 --variants "fp16,fp16nhwc" >"$OUT/zoo.log" 2>&1
+log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "rc=|max|worst" "$OUT/zoo.log" | head -20 | tee -a "$OUT/summary.txt"
 rm -f /tmp/tc.cache
 for i in 1 2; do
     t0=$(date +%s.%N)
