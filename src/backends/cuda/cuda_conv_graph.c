@@ -249,6 +249,20 @@ static bool cg_engine_info(cudnnBackendDescriptor_t cfg, int64_t *gidx) {
     return ok;
 }
 
+/* The heuristic lists of one graph, for cuda_cg_cached_choice. */
+typedef struct cg_lists {
+    cudnnBackendDescriptor_t *cfgs[2];
+    int n[2];
+} cg_lists;
+
+static int64_t cg_engine_at(void *user, int pos) {
+    const cg_lists *L = user;
+    int l = pos / CUDA_CG_HEUR_MAX, i = pos % CUDA_CG_HEUR_MAX;
+    int64_t gidx = -1;
+    if (l < 0 || l > 1 || i >= L->n[l] || !cg_engine_info(L->cfgs[l][i], &gidx)) return -1;
+    return gidx;
+}
+
 static cudnnBackendDescriptor_t cg_plan_for(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, int64_t *ws) {
     cudnnBackendDescriptor_t p = NULL;
     int64_t n = 0;
@@ -433,29 +447,22 @@ static cuda_cg_plan *cg_make_form(cuda_ctx *c, rt_node_call *call, const cuda_cg
     if (!best) goto done;
     best->pos = -1;
 
-    int cached = -1;
-    if (cuda_tactic_best(c, call->node, sig, CUDA_CG_PREFIX, 2 * CUDA_CG_HEUR_MAX, false, &cached)) {
+    cg_lists lists = {{cfgs[0], cfgs[1]}, {ncfg[0], ncfg[1]}};
+    int cached = cuda_cg_cached_choice(c, call->node, sig, 2 * CUDA_CG_HEUR_MAX, cg_engine_at, &lists);
+    if (cached >= 0) {
         int l = cached / CUDA_CG_HEUR_MAX, i = cached % CUDA_CG_HEUR_MAX;
-        int64_t gidx = -1, ws = 0;
-        char pre[32], name[48];
-        cuda_cg_check_prefix(cached, pre, sizeof pre);
-        double ms = 0;
-        if (i < ncfg[l] && cg_engine_info(cfgs[l][i], &gidx)) {
-            snprintf(name, sizeof name, "%s#%lld", pre, (long long)gidx);
-            cudnnBackendDescriptor_t pl = NULL;
-            if (c->tactics && c->tactics->get && c->tactics->get(c->tactics->user, call->node, sig, name, &ms) &&
-                (pl = cg_plan_for(h, cfgs[l][i], &ws)) != NULL) {
-                if (ws >= 0 && (uint64_t)ws <= c->workspace_bytes) {
-                    best->plan = pl, best->ws = ws, best->pos = cached, best->gidx = gidx;
-                    chosen = cached;
-                } else {
-                    cudnnBackendDestroyDescriptor(pl);
-                }
-            }
+        int64_t ws = 0;
+        cudnnBackendDescriptor_t pl = cg_plan_for(h, cfgs[l][i], &ws);
+        if (pl && ws >= 0 && (uint64_t)ws <= c->workspace_bytes) {
+            best->plan = pl, best->ws = ws, best->pos = cached, best->gidx = cg_engine_at(&lists, cached);
+            chosen = cached;
+        } else if (pl) {
+            cudnnBackendDestroyDescriptor(pl);
         }
         if (debug)
             fprintf(stderr, "conv-graph %s form %d: cached position %d engine %lld %s\n", call->node->name, (int)fuse,
-                    cached, (long long)gidx, best->plan ? "re-created" : "did not re-create: timing again");
+                    cached, (long long)cg_engine_at(&lists, cached),
+                    best->plan ? "re-created" : "did not re-create: timing again");
         if (best->plan) goto done;
     }
 
@@ -490,10 +497,7 @@ static cuda_cg_plan *cg_make_form(cuda_ctx *c, rt_node_call *call, const cuda_cg
                 cudnnBackendDestroyDescriptor(pl);
                 continue;
             }
-            char pre[32];
-            cuda_cg_check_prefix(pos, pre, sizeof pre);
-            cuda_tactic_put(c, call->node, sig, CUDA_CG_PREFIX, pos, ms);
-            cuda_tactic_put(c, call->node, sig, pre, (int)gidx, ms);
+            cuda_cg_record(c, call->node, sig, pos, gidx, ms);
             if (best_ms < 0 || ms < best_ms) {
                 if (best->plan) cudnnBackendDestroyDescriptor(best->plan);
                 if (best->vp) cudnnBackendDestroyDescriptor(best->vp), best->vp = NULL;

@@ -71,13 +71,23 @@ int cuda_cg_signature(const cuda_cg_conv *cv, cuda_cg_fuse fuse, uint64_t worksp
 #define CUDA_CG_PREFIX "cg"
 int cuda_cg_check_prefix(int pos, char *buf, size_t size);
 
+struct cuda_ctx;
+struct ir_node;
+/* Records one timed config: its timing under "cg#<pos>" and the check entry. */
+void cuda_cg_record(const struct cuda_ctx *c, const struct ir_node *node, const char *sig, int pos, int64_t gidx,
+                    double ms);
+/* The recorded choice for sig: the fastest timed position (< n_pos), provided its check
+ * entry names the engine that position holds now (engine_at(user, pos): its global
+ * index, -1 when the list has no such position). -1: nothing usable, time again. */
+int cuda_cg_cached_choice(const struct cuda_ctx *c, const struct ir_node *node, const char *sig, int n_pos,
+                          int64_t (*engine_at)(void *user, int pos), void *user);
+
 /* ---- the cuDNN part (cuda_conv_graph.c, builds with cuDNN only) ---- */
 typedef struct cuda_cg_ptrs {
     const void *x, *w, *b, *r; /* b, r: bias / residual, NULL when absent */
     void *y;
 } cuda_cg_ptrs;
 typedef struct cuda_cg_plan cuda_cg_plan;
-struct cuda_ctx;
 struct rt_node_call;
 /* Whether every pointer has the byte alignment the graph's tensors declare. */
 bool cuda_cg_ptrs_aligned(const cuda_cg_ptrs *p);

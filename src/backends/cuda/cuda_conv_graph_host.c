@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "backends/cuda/cuda_conv_graph.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_internal.h"
 
 void cuda_cg_strides(bool nhwc, const int64_t dims[4], int64_t strides[4]) {
     int64_t c = dims[1], h = dims[2], w = dims[3];
@@ -73,3 +73,25 @@ int cuda_cg_signature(const cuda_cg_conv *cv, cuda_cg_fuse fuse, uint64_t worksp
 }
 
 int cuda_cg_check_prefix(int pos, char *buf, size_t size) { return snprintf(buf, size, CUDA_CG_PREFIX "%de", pos); }
+
+void cuda_cg_record(const cuda_ctx *c, const ir_node *node, const char *sig, int pos, int64_t gidx, double ms) {
+    char pre[32];
+    cuda_cg_check_prefix(pos, pre, sizeof pre);
+    cuda_tactic_put(c, node, sig, CUDA_CG_PREFIX, pos, ms);
+    cuda_tactic_put(c, node, sig, pre, (int)gidx, ms);
+}
+
+int cuda_cg_cached_choice(const cuda_ctx *c, const ir_node *node, const char *sig, int n_pos,
+                          int64_t (*engine_at)(void *user, int pos), void *user) {
+    int pos = -1;
+    if (!cuda_tactic_best(c, node, sig, CUDA_CG_PREFIX, n_pos, false, &pos)) return -1;
+    int64_t gidx = engine_at(user, pos);
+    if (gidx < 0 || gidx > 1000000) return -1;
+    char pre[32], name[48];
+    cuda_cg_check_prefix(pos, pre, sizeof pre);
+    snprintf(name, sizeof name, "%s#%lld", pre, (long long)gidx);
+    double ms = 0;
+    /* the check entry: the same engine still sits at that position of the heuristic list */
+    if (!c->tactics || !c->tactics->get || !c->tactics->get(c->tactics->user, node, sig, name, &ms)) return -1;
+    return pos;
+}
