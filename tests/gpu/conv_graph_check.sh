@@ -46,34 +46,49 @@ for extra in "" "--fp16"; do
 done
 python3 tools/make_zoo.py --out /tmp/zoo --models resnet50,mobilenetv2 >"$OUT/make_zoo.log" 2>&1
 R="$K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:1x3x224x224 --fp16"
-KILN_NHWC=1 KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nhwc.log" 2>&1
+KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nhwc.log" 2>&1
 log "nhwc plans: fused $(grep -c 'form 1: chose' "$OUT/debug_nhwc.log") conv-only $(grep -c 'form 0: chose' "$OUT/debug_nhwc.log") none $(grep -c 'no engine config' "$OUT/debug_nhwc.log") refused $(grep -c 'graph refused' "$OUT/debug_nhwc.log")"
-KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nchw.log" 2>&1
+KILN_NHWC=0 KILN_CUDA_DEBUG_CONV=1 $R --iterations 3 --warmUp 0 >"$OUT/debug_nchw.log" 2>&1
 log "nchw plans: fused $(grep -c 'form 1: chose' "$OUT/debug_nchw.log") conv-only $(grep -c 'form 0: chose' "$OUT/debug_nchw.log") none $(grep -c 'no engine config' "$OUT/debug_nchw.log")"
-for cfg in "KILN_NHWC=1" "KILN_NHWC=1 KILN_CUDA_CONV_1X1_GEMM=1" "KILN_NHWC=1 KILN_CUDA_CONV_GRAPH=0" \
-           "KILN_CUDA_CONV_GRAPH=1" "KILN_CUDA_CONV_GRAPH=0"; do
+# configurations timed (env assignments; "-" = defaults): channels-last is the --fp16 default of
+# kiln run since this branch, KILN_NHWC=0 gives NCHW
+CFGS=${CFGS:-"- KILN_CUDA_CONV_1X1_GEMM=1 KILN_CUDA_CONV_GRAPH=0 KILN_NHWC=0 KILN_NHWC=0,KILN_CUDA_CONV_GRAPH=0"}
+for cfg0 in $CFGS; do
+    cfg=${cfg0//,/ }; [ "$cfg" = "-" ] && cfg=""
     for rep in ${REPS:-1 2}; do
         env $cfg $R --iterations 300 --warmUp 30 >"$OUT/run.log" 2>&1
-        log "resnet50 fp16 [$cfg] #$rep: rc=$? $(grep -E 'median|replay check' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
+        log "resnet50 fp16 [$cfg] #$rep: rc=$? $(grep -E 'median|diff' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
     done
 done
 M="$K run /tmp/zoo/mobilenetv2.onnx --backend cuda --shapes input:1x3x224x224 --fp16 --iterations 300 --warmUp 30"
-for cfg in "KILN_NHWC=1" "KILN_CUDA_CONV_GRAPH=0"; do
+for cfg in "" "KILN_CUDA_CONV_GRAPH=0"; do
     env $cfg $M >"$OUT/run.log" 2>&1
-    log "mobilenetv2 fp16 [$cfg]: rc=$? $(grep -E 'median|replay check' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
+    log "mobilenetv2 fp16 [$cfg]: rc=$? $(grep -E 'median|diff' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
 done
 $K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:1x3x224x224 --iterations 300 --warmUp 30 >"$OUT/run.log" 2>&1
 log "resnet50 tf32: $(grep -E 'median' "$OUT/run.log" | tr '\n' ' ' | cut -c1-200)"
+for cfg in "" "KILN_CUDA_CONV_GRAPH=0"; do # batch 32 throughput, channels-last
+    env $cfg $K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:32x3x224x224 --fp16 --iterations 100 \
+        --warmUp 10 >"$OUT/run.log" 2>&1
+    log "resnet50 fp16 b32 [$cfg]: $(grep -E 'median' "$OUT/run.log" | tr '\n' ' ' | cut -c1-200)"
+done
+if [ -z "${NO_PROFILE:-}" ]; then
+    $R --iterations 200 --warmUp 5 --profile --noCudaGraph >"$OUT/profile.log" 2>&1
+    sed -n '/by op type/,$p' "$OUT/profile.log" | head -14 | tee -a "$OUT/summary.txt"
+fi
+if [ -z "${NO_ZOO:-}" ]; then
 t0=$(date +%s)
 PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-120} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K \
     --models resnet50,mobilenetv2 --variants "fp16,fp16nhwc" >"$OUT/zoo.log" 2>&1
 log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "rc=|max|worst" "$OUT/zoo.log" | head -20 | tee -a "$OUT/summary.txt"
+fi
 rm -f /tmp/tc.cache
 for i in 1 2; do
     t0=$(date +%s.%N)
-    KILN_NHWC=1 KILN_CUDA_DEBUG_CONV=1 $K exec --onnx=/tmp/zoo/resnet50.onnx --backend=cuda --fp16 --saveEngine=/tmp/r50.engine \
+    KILN_CUDA_DEBUG_CONV=1 $K exec --onnx=/tmp/zoo/resnet50.onnx --backend=cuda --fp16 --saveEngine=/tmp/r50.engine \
         --timingCacheFile=/tmp/tc.cache --shapes=input:1x3x224x224 >"$OUT/exec$i.log" 2>&1
     log "engine build $i: rc=$? $(python3 -c "import time;print(round(time.time()-$t0,2))") s; $(grep -iE 'tactics' "$OUT/exec$i.log" | head -2 | tr '\n' ' ') graph-cached $(grep -c 'cached position' "$OUT/exec$i.log") timed $(grep -c 'chose position' "$OUT/exec$i.log")"
 done
-KILN_NHWC=1 $K exec --loadEngine=/tmp/r50.engine --shapes=input:1x3x224x224 >"$OUT/exec_load.log" 2>&1
-log "engine load+run: rc=$? $(grep -E 'GPU Compute Time' "$OUT/exec_load.log" | head -1 | cut -c1-200)"
+KILN_CUDA_DEBUG_CONV=1 $K exec --loadEngine=/tmp/r50.engine --shapes=input:1x3x224x224 >"$OUT/exec_load.log" 2>&1
+log "engine load+run: rc=$? $(grep -E 'GPU Compute Time' "$OUT/exec_load.log" | head -1 | cut -c1-200) graph-cached $(grep -c 'cached position' "$OUT/exec_load.log") timed $(grep -c 'chose position' "$OUT/exec_load.log")"
+grep -E "FAILED|error" "$OUT/exec_load.log" | head -3 | tee -a "$OUT/summary.txt"
