@@ -10,8 +10,9 @@
  *   conv NAME N C H W M KH KW SH SW PT PL PB PR DH DW GROUP ACT RES
  *   matmul NAME BATCH M K N BIAS ACT          (A [BATCH*M, K] x weight [K, N])
  *   bmm NAME BATCH M K N                      (A [BATCH, M, K] x B [BATCH, K, N])
- * ACT is none|Relu|Clip6; RES and BIAS are 0/1.
- * Output: one line per layer "NAME OP MS GFLOPS", then "total MS".
+ * ACT is none|Relu|Clip6|Gelu (any kiln_activation name); RES and BIAS are 0/1.
+ * Output: one line per layer "NAME OP MS GFLOPS MIN_MS" (median, its GFLOP/s, minimum), then
+ * "total MS" (sum of medians).
  * Usage: bench_layers SPEC THREADS REPEATS
  */
 #include <stdio.h>
@@ -21,9 +22,14 @@
 
 #include "backends/cpu/cpu_kernel.h"
 
+/* KILN_BENCH_CLOCK=thread times with the calling thread's CPU clock: at 1 thread on a
+ * machine shared with other jobs it leaves out the time the thread waited for a core
+ * (A/B comparisons); wall-clock otherwise. */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
 static double now_ms(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(bench_clock, &t);
     return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
@@ -53,6 +59,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_layers SPEC THREADS REPEATS\n");
         return 2;
     }
+    const char *clk = getenv("KILN_BENCH_CLOCK");
+    if (clk && !strcmp(clk, "thread")) bench_clock = CLOCK_THREAD_CPUTIME_ID;
     FILE *f = fopen(argv[1], "r");
     if (!f) {
         perror(argv[1]);
@@ -212,7 +220,8 @@ int main(int argc, char **argv) {
             }
         double med = times[r_count / 2];
         total += med;
-        printf("%s %s %.4f %.2f\n", name, op, med, flops / med / 1e6);
+        /* the minimum too: on a shared machine it is the steadier A/B figure */
+        printf("%s %s %.4f %.2f %.4f\n", name, op, med, flops / med / 1e6, best);
         if (state && state_free) state_free(state);
         for (int i = 0; i < n_in; i++) rt_value_release(&in[i]);
     }
