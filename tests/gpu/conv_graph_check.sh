@@ -35,6 +35,13 @@ rc=$?
 log "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "cuDNN|error:" "$OUT/build.log" | head -20 | tee -a "$OUT/summary.txt"
 [ $rc -eq 0 ] || exit 1
 K=$PWD/build-gpu/kiln
+if [ -n "${QUICK:-}" ]; then # QUICK=1: only the default FP16 run and the engine round trip
+    python3 tools/make_zoo.py --out /tmp/zoo --models resnet50 >"$OUT/make_zoo.log" 2>&1
+    $K run /tmp/zoo/resnet50.onnx --backend cuda --shapes input:1x3x224x224 --fp16 --iterations 200 --warmUp 10 \
+        >"$OUT/run.log" 2>&1
+    log "resnet50 fp16: rc=$? $(grep -E 'median|diff' "$OUT/run.log" | tr '\n' ' ' | cut -c1-300)"
+    EXEC_ARGS="--duration=0 --iterations=20 --warmUp=0"
+else
 NODE=${1:-testdata/node}
 rm -rf /tmp/convnode && mkdir -p /tmp/convnode && cp -r "$NODE"/test_*conv* /tmp/convnode/ 2>/dev/null
 for extra in "" "--fp16"; do
@@ -82,13 +89,14 @@ PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-120} python3 tests/gpu/zoo_cases.py --
     --models resnet50,mobilenetv2 --variants "fp16,fp16nhwc" >"$OUT/zoo.log" 2>&1
 log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "rc=|max|worst" "$OUT/zoo.log" | head -20 | tee -a "$OUT/summary.txt"
 fi
+fi
 rm -f /tmp/tc.cache
 for i in 1 2; do
     t0=$(date +%s.%N)
     KILN_CUDA_DEBUG_CONV=1 $K exec --onnx=/tmp/zoo/resnet50.onnx --backend=cuda --fp16 --saveEngine=/tmp/r50.engine \
-        --timingCacheFile=/tmp/tc.cache --shapes=input:1x3x224x224 >"$OUT/exec$i.log" 2>&1
-    log "engine build $i: rc=$? $(python3 -c "import time;print(round(time.time()-$t0,2))") s; $(grep -iE 'tactics' "$OUT/exec$i.log" | head -2 | tr '\n' ' ') graph-cached $(grep -c 'cached position' "$OUT/exec$i.log") timed $(grep -c 'chose position' "$OUT/exec$i.log")"
+        --timingCacheFile=/tmp/tc.cache --shapes=input:1x3x224x224 ${EXEC_ARGS:-} >"$OUT/exec$i.log" 2>&1
+    log "engine build $i: rc=$? $(python3 -c "import time;print(round(time.time()-$t0,2))") s; $(grep -iE 'tactics|built in' "$OUT/exec$i.log" | head -2 | tr '\n' ' ') graph-cached $(grep -c 'cached position' "$OUT/exec$i.log") timed $(grep -c 'chose position' "$OUT/exec$i.log")"
 done
-KILN_CUDA_DEBUG_CONV=1 $K exec --loadEngine=/tmp/r50.engine --shapes=input:1x3x224x224 >"$OUT/exec_load.log" 2>&1
+KILN_CUDA_DEBUG_CONV=1 $K exec --loadEngine=/tmp/r50.engine --shapes=input:1x3x224x224 ${EXEC_ARGS:-} >"$OUT/exec_load.log" 2>&1
 log "engine load+run: rc=$? $(grep -E 'GPU Compute Time' "$OUT/exec_load.log" | head -1 | cut -c1-200) graph-cached $(grep -c 'cached position' "$OUT/exec_load.log") timed $(grep -c 'chose position' "$OUT/exec_load.log")"
 grep -E "FAILED|error" "$OUT/exec_load.log" | head -3 | tee -a "$OUT/summary.txt"

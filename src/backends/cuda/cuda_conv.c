@@ -8,6 +8,12 @@
  * convolutions may use TF32 tensor cores (CUDNN_DEFAULT_MATH) unless no_tf32
  * (CUDNN_FMA_MATH).
  *
+ * Half I/O convolutions (FP16 activations, NCHW or channels-last) first go through
+ * cuDNN's graph API (cuda_conv_graph.c: Hopper's tensor-core engines, the bias/residual/
+ * ReLU epilogue fused, heuristic configs timed, plans cached per node and shape); the
+ * legacy path below is the fallback when no graph config finalizes, for float32, and with
+ * KILN_CUDA_CONV_GRAPH=0.
+ *
  * FP16, two forms. With FP16 activations (build/passes/precision_fp16.c made x, w, the
  * bias and y float16) cuDNN reads and writes half directly with a float convolution type
  * (CUDNN_DATA_HALF tensors, CUDNN_DATA_FLOAT compute, tensor-op math); bias + Relu (+ the
