@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 #include "core/strbuf.h"
 
@@ -88,10 +90,49 @@ static uint64_t conv_im2col_scratch(const build_tactic_query *q) {
     return n;
 }
 
+/* Winograd F(4x4, 3x3): 2-D 3x3 stride-1 dilation-1 single-group convs with enough
+ * channels (cpu_winograd_applies_dims); scratch as the kernel's own blocking computes it. */
+static bool conv_winograd_geometry(const build_tactic_query *q, int64_t *N, int64_t *C, int64_t *M, int64_t *OH,
+                                   int64_t *OW) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok || s.nsp != 2) return false;
+    int64_t k[2] = {q->in[1]->dims[2].value, q->in[1]->dims[3].value}, st[2] = {1, 1}, dil[2] = {1, 1};
+    const ir_attr *a = ir_node_attr(q->node, "strides"), *d = ir_node_attr(q->node, "dilations");
+    if (a && (a->type != IR_ATTR_INTS || a->n != 2)) return false;
+    if (d && (d->type != IR_ATTR_INTS || d->n != 2)) return false;
+    for (int i = 0; i < 2; i++) {
+        if (a) st[i] = a->ints[i];
+        if (d) dil[i] = d->ints[i];
+    }
+    if (!cpu_winograd_applies_dims(2, k, st, dil, s.group, s.C, s.M)) return false;
+    *N = q->in[0]->dims[0].value;
+    *C = s.C;
+    *M = s.M;
+    *OH = q->out[0]->dims[2].value;
+    *OW = q->out[0]->dims[3].value;
+    return true;
+}
+static bool conv_winograd_applies(const build_tactic_query *q) {
+    int64_t N, C, M, OH, OW;
+    return conv_winograd_geometry(q, &N, &C, &M, &OH, &OW);
+}
+static uint64_t conv_winograd_scratch(const build_tactic_query *q) {
+    int64_t N, C, M, OH, OW;
+    cpu_winograd_blocking b;
+    /* the blocking depends on the thread count; 2 threads stands for the usual case */
+    if (!conv_winograd_geometry(q, &N, &C, &M, &OH, &OW) || !cpu_winograd_plan(N, C, M, OH, OW, 2, &b))
+        return UINT64_MAX;
+    return b.scratch_floats * 4;
+}
+
+/* Order matters when tactics are not timed (time_tactics off): the first that applies is
+ * what cpu_conv runs without a kiln_tactic attribute. */
 static const build_tactic builtin[] = {
     {"", "Conv", "conv_pointwise_gemm", 0, conv_pointwise_applies, NULL, NULL},
     {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL},
-    {"", "Conv", "conv_im2col_gemm", 0, conv_im2col_applies, conv_im2col_scratch, NULL},
+    {"", "Conv", CPU_CONV_TACTIC_WINOGRAD, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
+     conv_winograd_scratch, cpu_conv_run_winograd},
+    {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm},
 };
 
 static bool tactic_matches(const build_tactic *t, const build_tactic_query *q, uint64_t features) {

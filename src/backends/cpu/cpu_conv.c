@@ -6,6 +6,12 @@
  *     Y = W * X with no copy at all (most of ResNet-50's and MobileNet's FLOPs);
  *   - depthwise (one input and one output channel per group, 2-D): a direct kernel over
  *     output rows, one channel per task, because as a GEMM it would be M=1 per group;
+ *   - 3x3 stride-1 single-group convs with >= 16 channels: Winograd F(4x4, 3x3)
+ *     (cpu_winograd_avx2.c) when the builder timed it faster on the node's shape (tactic
+ *     "conv_winograd_f43" in the node's kiln_tactic attribute, cpu_conv.h), or by default
+ *     when the node was not timed;
+ *   - other 2-D convs with constant weights on AVX2: implicit GEMM, B panels packed
+ *     straight from the image (conv_pack_b);
  *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
  *     reused every run: no allocation in steady state), then one GEMM per group.
  * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
@@ -14,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 
 typedef struct conv_state {
@@ -29,6 +37,8 @@ typedef struct conv_state {
     int64_t n_packed, packed_M, packed_K;
     const float *packed_src;
     cpu_gemm_scratch scratch;
+    cpu_winograd_weights wg; /* Winograd-transformed weights (wg.u NULL when unused) */
+    cpu_winograd_scratch wg_scratch;
 } conv_state;
 
 static void conv_packed_clear(conv_state *s) {
@@ -44,6 +54,8 @@ static void conv_state_free(void *p) {
         free(s->col);
         conv_packed_clear(s);
         cpu_gemm_scratch_free(&s->scratch);
+        cpu_winograd_weights_free(&s->wg);
+        cpu_winograd_scratch_free(&s->wg_scratch);
     }
     free(s);
 }
@@ -195,12 +207,62 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 /* ---- Conv ---------------------------------------------------------------------------- */
 
+enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD };
+
+static bool attr_is(const ir_attr *a, const char *s) {
+    return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
+}
+
+static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                            int32_t n_out, enum conv_algo algo);
+
 kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                      int32_t n_out) {
+    const ir_attr *t = ir_node_attr(ctx->node, "kiln_tactic");
+    enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD) ? CONV_WINOGRAD
+                          : attr_is(t, CPU_CONV_TACTIC_GEMM)   ? CONV_GEMM
+                                                               : CONV_AUTO;
+    return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
+}
+
+kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                              int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_GEMM);
+}
+
+kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_WINOGRAD);
+}
+
+/* Winograd for this call: transforms the weights once (kept in the node's state) and runs.
+ * Returns false (nothing done) when the state cannot be had; errors go to *st. */
+static bool conv_winograd(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                          const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, kiln_status *st) {
+    conv_state *cs = conv_state_get(ctx);
+    if (!cs) {
+        *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+        return true;
+    }
+    if (!cs->wg.u || cs->wg.src != Wt || cs->wg.C != C || cs->wg.M != M) {
+        cpu_winograd_weights_free(&cs->wg);
+        *st = cpu_winograd_pack(Wt, M, C, &cs->wg, ctx->err);
+        if (*st != KILN_OK) return true;
+    }
+    conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, &cs->wg_scratch, ctx->err);
+    return true;
+}
+
+static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                            int32_t n_out, enum conv_algo algo) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
     if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
-        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_conv); /* float16/float64 via float32 */
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out,
+                                 algo == CONV_WINOGRAD ? cpu_conv_run_winograd
+                                 : algo == CONV_GEMM   ? cpu_conv_run_gemm
+                                                       : cpu_conv); /* float16/float64 via float32 */
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Conv supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -256,6 +318,10 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
         return KILN_OK;
     }
 
+    if (algo != CONV_GEMM && ctx->state && cpu_winograd_applies(&g, group, C, M) && cpu_gemm_packed_supported() &&
+        cpu_input_is_const(ctx, 1) && conv_winograd(ctx, &g, N, C, M, X, Wt, Y, &ep, &st))
+        return st;
+
     bool pointwise = true;
     for (int32_t i = 0; i < nsp; i++)
         if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
@@ -265,7 +331,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     if (ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1)) {
         cs = conv_state_get(ctx);
         if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
-        if (cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
+        if (!cs->packed || cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
             conv_packed_clear(cs);
             cs->packed = calloc((size_t)group, sizeof *cs->packed);
             if (!cs->packed) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory packing Conv weights");
