@@ -11,7 +11,10 @@
  *   matmul NAME BATCH M K N BIAS ACT          (A [BATCH*M, K] x weight [K, N])
  *   bmm NAME BATCH M K N                      (A [BATCH, M, K] x B [BATCH, K, N])
  * ACT is none|Relu|Clip6; RES and BIAS are 0/1.
- * Output: one line per layer "NAME OP MS GFLOPS", then "total MS".
+ * Output: one line per layer "NAME OP MS GFLOPS", then "total MS". Conv layers with more
+ * than one algorithm (Winograd and implicit GEMM, cpu_conv.h) are timed with each, as the
+ * builder's tactic timing would, and report the faster, followed by "ALGO=MS" per
+ * algorithm. KILN_BENCH_CONV=gemm|winograd times only that one.
  * Usage: bench_layers SPEC THREADS REPEATS
  */
 #include <stdio.h>
@@ -19,7 +22,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_winograd.h"
 
 static double now_ms(void) {
     struct timespec t;
@@ -46,6 +51,46 @@ static ir_attr ints(const char *name, int n, int64_t *v) {
     a.n = n;
     a.ints = v;
     return a;
+}
+
+/* Median time of `reps` runs (after one warm-up) of fn on the node, with its own
+ * per-node state; -1 on failure. */
+static double time_layer(cpu_kernel_fn fn, const ir_node *node, const ir_graph *graph, cpu_threadpool *pool,
+                         const rt_value *const *ins, int32_t n_in, int reps, const char *name) {
+    kiln_error err = {0};
+    rt_value out[1];
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    cpu_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = node;
+    ctx.graph = graph;
+    ctx.pool = pool;
+    ctx.err = &err;
+    ctx.state = &state;
+    ctx.state_free = &state_free;
+    double times[256];
+    int r_count = reps < 256 ? reps : 256;
+    for (int r = -1; r < r_count; r++) { /* one warm-up run */
+        rt_value_init(&out[0]);
+        double t0 = now_ms();
+        if (fn(&ctx, ins, n_in, out, 1) != KILN_OK) {
+            fprintf(stderr, "%s: %s\n", name, kiln_err_msg(&err));
+            return -1;
+        }
+        double t = now_ms() - t0;
+        if (r >= 0) times[r] = t;
+        rt_value_release(&out[0]);
+    }
+    /* median */
+    for (int i = 1; i < r_count; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+            double tmp = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = tmp;
+        }
+    if (state && state_free) state_free(state);
+    return times[r_count / 2];
 }
 
 int main(int argc, char **argv) {
@@ -177,43 +222,27 @@ int main(int argc, char **argv) {
         node.outputs = out_ids;
         node.n_inputs = n_in;
         node.inputs = in_ids;
-        void *state = NULL;
-        void (*state_free)(void *) = NULL;
-        cpu_kernel_ctx ctx;
-        memset(&ctx, 0, sizeof ctx);
-        ctx.node = &node;
-        ctx.graph = &graph;
-        ctx.pool = pool;
-        ctx.err = &err;
-        ctx.state = &state;
-        ctx.state_free = &state_free;
         const rt_value *ins[4] = {&in[0], &in[1], n_in > 2 ? &in[2] : NULL, n_in > 3 ? &in[3] : NULL};
-        cpu_kernel_fn fn = cpu_kernel_find("", op, 17);
-        double best = 1e30, times[256];
-        int r_count = reps < 256 ? reps : 256;
-        for (int r = -1; r < r_count; r++) { /* one warm-up run */
-            rt_value_init(&out[0]);
-            double t0 = now_ms();
-            if (fn(&ctx, ins, n_in, out, 1) != KILN_OK) {
-                fprintf(stderr, "%s: %s\n", name, kiln_err_msg(&err));
-                return 1;
-            }
-            double t = now_ms() - t0;
-            if (r >= 0) times[r] = t;
-            if (r >= 0 && t < best) best = t;
-            rt_value_release(&out[0]);
+        cpu_kernel_fn fns[2] = {cpu_kernel_find("", op, 17), NULL};
+        const char *names[2] = {"default", NULL};
+        int nf = 1;
+        if (!strcmp(op, "Conv") && cpu_winograd_applies_dims(2, k, s, d, attrs[4].i, in[0].t.dims[1], in[1].t.dims[0])) {
+            const char *only = getenv("KILN_BENCH_CONV");
+            nf = 0;
+            if (!only || !strcmp(only, "gemm")) fns[nf] = cpu_conv_run_gemm, names[nf++] = "gemm";
+            if (!only || !strcmp(only, "winograd")) fns[nf] = cpu_conv_run_winograd, names[nf++] = "winograd";
         }
-        /* median */
-        for (int i = 1; i < r_count; i++)
-            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-                double tmp = times[j];
-                times[j] = times[j - 1];
-                times[j - 1] = tmp;
-            }
-        double med = times[r_count / 2];
+        double med = 1e30, meds[2];
+        for (int v = 0; v < nf; v++) {
+            meds[v] = time_layer(fns[v], &node, &graph, pool, ins, n_in, reps, name);
+            if (meds[v] < 0) return 1;
+            if (meds[v] < med) med = meds[v];
+        }
         total += med;
-        printf("%s %s %.4f %.2f\n", name, op, med, flops / med / 1e6);
-        if (state && state_free) state_free(state);
+        printf("%s %s %.4f %.2f", name, op, med, flops / med / 1e6);
+        if (nf > 1 || strcmp(names[0], "default"))
+            for (int v = 0; v < nf; v++) printf(" %s=%.4f", names[v], meds[v]);
+        printf("\n");
         for (int i = 0; i < n_in; i++) rt_value_release(&in[i]);
     }
     printf("total %.4f\n", total);
