@@ -14,7 +14,7 @@
  * Output: one line per layer "NAME OP MS GFLOPS", then "total MS". Conv layers with more
  * than one algorithm (Winograd and implicit GEMM, cpu_conv.h) are timed with each, as the
  * builder's tactic timing would, and report the faster, followed by "ALGO=MS" per
- * algorithm. KILN_BENCH_CONV=gemm|winograd times only that one.
+ * algorithm. KILN_BENCH_CONV=gemm|winograd|winograd_f23 times only that one.
  * Usage: bench_layers SPEC THREADS REPEATS
  */
 #include <stdio.h>
@@ -53,6 +53,18 @@ static ir_attr ints(const char *name, int n, int64_t *v) {
     return a;
 }
 
+/* KILN_BENCH_COLD=1: before each run, write a buffer larger than the L3 cache so weights
+ * come from memory, as they do inside a whole network (every layer's weights are used
+ * once per inference, and ResNet-50's 100 MB do not stay cached). */
+static float *cold_buf;
+static void flush_caches(void) {
+    enum { COLD_FLOATS = 16 << 20 }; /* 64 MiB */
+    if (!getenv("KILN_BENCH_COLD")) return;
+    if (!cold_buf) cold_buf = calloc(COLD_FLOATS, sizeof(float));
+    if (!cold_buf) return;
+    for (size_t i = 0; i < COLD_FLOATS; i += 16) cold_buf[i] += 1.f;
+}
+
 /* Median time of `reps` runs (after one warm-up) of fn on the node, with its own
  * per-node state; -1 on failure. */
 static double time_layer(cpu_kernel_fn fn, const ir_node *node, const ir_graph *graph, cpu_threadpool *pool,
@@ -73,6 +85,7 @@ static double time_layer(cpu_kernel_fn fn, const ir_node *node, const ir_graph *
     int r_count = reps < 256 ? reps : 256;
     for (int r = -1; r < r_count; r++) { /* one warm-up run */
         rt_value_init(&out[0]);
+        flush_caches();
         double t0 = now_ms();
         if (fn(&ctx, ins, n_in, out, 1) != KILN_OK) {
             fprintf(stderr, "%s: %s\n", name, kiln_err_msg(&err));
@@ -223,16 +236,17 @@ int main(int argc, char **argv) {
         node.n_inputs = n_in;
         node.inputs = in_ids;
         const rt_value *ins[4] = {&in[0], &in[1], n_in > 2 ? &in[2] : NULL, n_in > 3 ? &in[3] : NULL};
-        cpu_kernel_fn fns[2] = {cpu_kernel_find("", op, 17), NULL};
-        const char *names[2] = {"default", NULL};
+        cpu_kernel_fn fns[3] = {cpu_kernel_find("", op, 17), NULL, NULL};
+        const char *names[3] = {"default", NULL, NULL};
         int nf = 1;
         if (!strcmp(op, "Conv") && cpu_winograd_applies_dims(2, k, s, d, attrs[4].i, in[0].t.dims[1], in[1].t.dims[0])) {
             const char *only = getenv("KILN_BENCH_CONV");
             nf = 0;
             if (!only || !strcmp(only, "gemm")) fns[nf] = cpu_conv_run_gemm, names[nf++] = "gemm";
             if (!only || !strcmp(only, "winograd")) fns[nf] = cpu_conv_run_winograd, names[nf++] = "winograd";
+            if (!only || !strcmp(only, "winograd_f23")) fns[nf] = cpu_conv_run_winograd_f23, names[nf++] = "f23";
         }
-        double med = 1e30, meds[2];
+        double med = 1e30, meds[3];
         for (int v = 0; v < nf; v++) {
             meds[v] = time_layer(fns[v], &node, &graph, pool, ins, n_in, reps, name);
             if (meds[v] < 0) return 1;

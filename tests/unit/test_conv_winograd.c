@@ -1,4 +1,4 @@
-/* test_conv_winograd.c - Winograd F(4x4, 3x3) Conv (cpu_winograd_avx2.c, through the Conv
+/* test_conv_winograd.c - Winograd F(4x4, 3x3) and F(2x2, 3x3) Conv (cpu_winograd_avx2.c, through the Conv
  * kernel's forced-Winograd entry point) against a direct double-precision reference, over
  * shapes that hit the edges: channel counts that are not multiples of 8/16, H/W that are
  * not multiples of the 4x4 tile, asymmetric and zero pads, batch > 1, more than one tile
@@ -196,9 +196,11 @@ static void test_winograd_matches_reference(void **state) {
         assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             double wg = run_case(&cases[i], pool, cpu_conv_run_winograd, NULL);
+            double w2 = run_case(&cases[i], pool, cpu_conv_run_winograd_f23, NULL);
             double gm = run_case(&cases[i], pool, cpu_conv_run_gemm, NULL);
-            if (!(wg <= WINOGRAD_TOL) || !(gm <= GEMM_TOL))
-                fail_msg("case %zu (%d threads): winograd error %.3g, gemm error %.3g", i, threads, wg, gm);
+            if (!(wg <= WINOGRAD_TOL) || !(w2 <= WINOGRAD_TOL) || !(gm <= GEMM_TOL))
+                fail_msg("case %zu (%d threads): winograd F(4,3) error %.3g, F(2,3) %.3g, gemm %.3g", i, threads, wg,
+                         w2, gm);
         }
         cpu_threadpool_free(pool);
     }
@@ -216,13 +218,17 @@ static void test_kernel_honours_tactic(void **state) {
     cpu_kernel_fn conv = cpu_kernel_find("", "Conv", 17);
     assert_non_null(conv);
     double by_attr_wg = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD);
+    double by_attr_w2 = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD_F23);
     double by_attr_gm = run_case(&c, NULL, conv, CPU_CONV_TACTIC_GEMM);
     double dflt = run_case(&c, NULL, conv, NULL);
     double forced_wg = run_case(&c, NULL, cpu_conv_run_winograd, NULL);
     double forced_gm = run_case(&c, NULL, cpu_conv_run_gemm, NULL);
+    double forced_w2 = run_case(&c, NULL, cpu_conv_run_winograd_f23, NULL);
     /* same data each time (the generator is reset per call below), so errors match exactly */
     assert_true(by_attr_wg == forced_wg);
     assert_true(by_attr_gm == forced_gm);
+    assert_true(by_attr_w2 == forced_w2);
+    assert_true(forced_w2 != forced_wg && forced_w2 != forced_gm);
     assert_true(dflt == forced_wg);
     assert_true(forced_wg != forced_gm);
     assert_true(forced_wg <= WINOGRAD_TOL && forced_gm <= GEMM_TOL);
@@ -241,6 +247,7 @@ static void test_applies(void **state) {
     assert_false(cpu_winograd_applies_dims(1, k3, s1, d1, 1, 16, 16));
     const conv_case small = {1, 3, 7, 7, 5, {1, 1, 1, 1}, true, false, "Relu"};
     assert_true(run_case(&small, NULL, cpu_conv_run_winograd, NULL) <= GEMM_TOL);
+    assert_true(run_case(&small, NULL, cpu_conv_run_winograd_f23, NULL) <= GEMM_TOL);
 }
 
 int main(void) {

@@ -6,10 +6,10 @@
  *     Y = W * X with no copy at all (most of ResNet-50's and MobileNet's FLOPs);
  *   - depthwise (one input and one output channel per group, 2-D): a direct kernel over
  *     output rows, one channel per task, because as a GEMM it would be M=1 per group;
- *   - 3x3 stride-1 single-group convs with >= 16 channels: Winograd F(4x4, 3x3)
- *     (cpu_winograd_avx2.c) when the builder timed it faster on the node's shape (tactic
- *     "conv_winograd_f43" in the node's kiln_tactic attribute, cpu_conv.h), or by default
- *     when the node was not timed;
+ *   - 3x3 stride-1 single-group convs with >= 16 channels: Winograd F(4x4, 3x3) or
+ *     F(2x2, 3x3) (cpu_winograd_avx2.c) when the builder timed one of them fastest on the
+ *     node's shape (tactic "conv_winograd_f43" / "_f23" in the node's kiln_tactic
+ *     attribute, cpu_conv.h), and F(4x4, 3x3) by default when the node was not timed;
  *   - other 2-D convs with constant weights on AVX2: implicit GEMM, B panels packed
  *     straight from the image (conv_pack_b);
  *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
@@ -207,7 +207,7 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 /* ---- Conv ---------------------------------------------------------------------------- */
 
-enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD };
+enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23 };
 
 static bool attr_is(const ir_attr *a, const char *s) {
     return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
@@ -219,9 +219,10 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
 kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                      int32_t n_out) {
     const ir_attr *t = ir_node_attr(ctx->node, "kiln_tactic");
-    enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD) ? CONV_WINOGRAD
-                          : attr_is(t, CPU_CONV_TACTIC_GEMM)   ? CONV_GEMM
-                                                               : CONV_AUTO;
+    enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD)       ? CONV_WINOGRAD
+                          : attr_is(t, CPU_CONV_TACTIC_WINOGRAD_F23) ? CONV_WINOGRAD_F23
+                          : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
+                                                                     : CONV_AUTO;
     return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
 }
 
@@ -235,18 +236,23 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
     return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_WINOGRAD);
 }
 
+kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                      rt_value *outputs, int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_WINOGRAD_F23);
+}
+
 /* Winograd for this call: transforms the weights once (kept in the node's state) and runs.
  * Returns false (nothing done) when the state cannot be had; errors go to *st. */
-static bool conv_winograd(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
                           const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, kiln_status *st) {
     conv_state *cs = conv_state_get(ctx);
     if (!cs) {
         *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
         return true;
     }
-    if (!cs->wg.u || cs->wg.src != Wt || cs->wg.C != C || cs->wg.M != M) {
+    if (!cs->wg.u || cs->wg.src != Wt || cs->wg.C != C || cs->wg.M != M || cs->wg.tile != tile) {
         cpu_winograd_weights_free(&cs->wg);
-        *st = cpu_winograd_pack(Wt, M, C, &cs->wg, ctx->err);
+        *st = cpu_winograd_pack(tile, Wt, M, C, &cs->wg, ctx->err);
         if (*st != KILN_OK) return true;
     }
     conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
@@ -260,9 +266,10 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
     if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
         return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out,
-                                 algo == CONV_WINOGRAD ? cpu_conv_run_winograd
-                                 : algo == CONV_GEMM   ? cpu_conv_run_gemm
-                                                       : cpu_conv); /* float16/float64 via float32 */
+                                 algo == CONV_WINOGRAD       ? cpu_conv_run_winograd
+                                 : algo == CONV_WINOGRAD_F23 ? cpu_conv_run_winograd_f23
+                                 : algo == CONV_GEMM         ? cpu_conv_run_gemm
+                                                             : cpu_conv); /* float16/float64 via float32 */
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Conv supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -319,7 +326,9 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
     }
 
     if (algo != CONV_GEMM && ctx->state && cpu_winograd_applies(&g, group, C, M) && cpu_gemm_packed_supported() &&
-        cpu_input_is_const(ctx, 1) && conv_winograd(ctx, &g, N, C, M, X, Wt, Y, &ep, &st))
+        cpu_input_is_const(ctx, 1) &&
+        conv_winograd(ctx, algo == CONV_WINOGRAD_F23 ? CPU_WINOGRAD_F23 : CPU_WINOGRAD_F43, &g, N, C, M, X, Wt, Y,
+                      &ep, &st))
         return st;
 
     bool pointwise = true;

@@ -14,12 +14,16 @@
 
 #define CPU_CONV_TACTIC_GEMM "conv_im2col_gemm"
 #define CPU_CONV_TACTIC_WINOGRAD "conv_winograd_f43"
+#define CPU_CONV_TACTIC_WINOGRAD_F23 "conv_winograd_f23"
 
 /* Conv through implicit GEMM / im2col (or the pointwise and depthwise paths by geometry). */
 kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                               int32_t n_out);
-/* Conv through Winograd F(4x4, 3x3) where it applies (cpu_winograd.h), else as above. */
+/* Conv through Winograd F(4x4, 3x3) / F(2x2, 3x3) where it applies (cpu_winograd.h),
+ * else as above. */
 kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                   rt_value *outputs, int32_t n_out);
+kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                      rt_value *outputs, int32_t n_out);
 
 #endif

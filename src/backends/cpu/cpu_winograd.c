@@ -13,18 +13,20 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-bool cpu_winograd_plan(int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
+bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
                        cpu_winograd_blocking *b) {
     *b = (cpu_winograd_blocking){0};
+    if (tile != CPU_WINOGRAD_F23 && tile != CPU_WINOGRAD_F43) return false;
+    int64_t pts = (tile + 2) * (tile + 2);
     if (N < 1 || C < 1 || M < 1 || OH < 1 || OW < 1 || threads < 1) return false;
     if (N > (1ll << 24) || C > (1ll << 24) || M > (1ll << 24) || OH > (1ll << 24) || OW > (1ll << 24)) return false;
     int64_t Cp = round_up(C, 8), Mp = round_up(M, 16);
-    b->tiles_h = (OH + 3) / 4;
-    b->tiles_w = (OW + 3) / 4;
+    b->tiles_h = (OH + tile - 1) / tile;
+    b->tiles_w = (OW + tile - 1) / tile;
     uint64_t total;
     if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)(b->tiles_h * b->tiles_w), &total) || total > (1ull << 34))
         return false;
-    int64_t tb = (int64_t)(WG_SLOT_BYTES / 4) / (36 * (Cp + Mp)) / 6 * 6;
+    int64_t tb = (int64_t)(WG_SLOT_BYTES / 4) / (pts * (Cp + Mp)) / 6 * 6;
     if (tb < 6) tb = 6;
     if (tb > WG_MAX_TB) tb = WG_MAX_TB;
     if (tb > round_up((int64_t)total, 6)) tb = round_up((int64_t)total, 6);
@@ -39,12 +41,12 @@ bool cpu_winograd_plan(int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, 
     int64_t tasks = b->n_blocks * b->n_groups;
     b->n_slots = threads < tasks ? threads : tasks;
     uint64_t xb, slots;
-    if (kiln_mul_overflow_u64((uint64_t)(N * (Cp / 8)), (uint64_t)((b->tiles_h * 4 + 2) * (b->tiles_w * 4 + 2) * 8),
+    if (kiln_mul_overflow_u64((uint64_t)(N * (Cp / 8)), (uint64_t)((b->tiles_h * tile + 2) * (b->tiles_w * tile + 2) * 8),
                               &xb) ||
         xb > (1ull << 34))
         return false;
     b->xb_floats = (xb + 15) & ~(uint64_t)15;
-    b->slot_floats = (uint64_t)round_up(36 * b->TB * (Cp + b->Mg), 16);
+    b->slot_floats = (uint64_t)round_up(pts * b->TB * (Cp + b->Mg), 16);
     if (kiln_mul_overflow_u64((uint64_t)b->n_slots, b->slot_floats, &slots) || slots > (1ull << 34)) return false;
     b->scratch_floats = b->xb_floats + slots;
     return true;

@@ -1,12 +1,15 @@
-/* cpu_winograd.h - Winograd F(4x4, 3x3) convolution for 2-D 3x3 stride-1 dilation-1
- * single-group Conv (about half of ResNet-50's FLOPs), a second Conv algorithm next to the
- * implicit GEMM of cpu_conv.c.
+/* cpu_winograd.h - Winograd F(4x4, 3x3) and F(2x2, 3x3) convolution for 2-D 3x3 stride-1
+ * dilation-1 single-group Conv (about half of ResNet-50's FLOPs), Conv algorithms next to
+ * the implicit GEMM of cpu_conv.c.
  *
  * Y = A^T [ (G g G^T) . (B^T d B) ] A per 6x6 input tile d and 4x4 output tile: the 3x3
  * kernel costs 36 multiplies per 16 outputs instead of 144, a 4x cut in GEMM FLOPs, paid
  * for with input/output transforms and 4x larger (transformed) weights. The multiplies
  * of all tiles become 36 independent GEMMs, one per transform point, over the input
  * channels: M[xi][tile][cout] = V[xi][tile][cin] * U[xi][cin][cout].
+ * F(2x2, 3x3) (4x4 input tiles, 16 points) saves 2.25x instead of 4x but its transformed
+ * weights are only 1.8x the weights: where those weights, streamed from memory once per
+ * run, dominate (ResNet stage 4 at batch 1: 7x7 outputs, 512 channels) it is faster.
  *
  * cpu_winograd_avx2.c holds the implementation (AVX2+FMA only: call these only when
  * cpu_gemm_packed_supported()), its data layouts and measurements. The builder chooses
@@ -27,9 +30,13 @@
  * (and ONNX's single-channel node tests keep their exact implicit-GEMM results). */
 #define CPU_WINOGRAD_MIN_CHANNELS 16
 
-/* Weights transformed once per node: U[xi][Mp/16][Cp][16], C padded to a multiple of 8
- * and M to a multiple of 16 with zeros. */
+/* Output tile edge: F(4x4, 3x3) or F(2x2, 3x3). */
+enum cpu_winograd_tile { CPU_WINOGRAD_F23 = 2, CPU_WINOGRAD_F43 = 4 };
+
+/* Weights transformed once per node: U[xi][Mp/16][Cp][16] over the (tile+2)^2 points xi,
+ * C padded to a multiple of 8 and M to a multiple of 16 with zeros. */
 typedef struct cpu_winograd_weights {
+    int tile; /* enum cpu_winograd_tile */
     int64_t C, M, Cp, Mp;
     const float *src; /* the W data it was made from (cache key) */
     float *u;         /* 64-byte aligned, owned */
@@ -62,15 +69,17 @@ typedef struct cpu_winograd_blocking {
 
 /* Fills *b for N images of C -> M channels, output OH x OW, on `threads` threads. False
  * when the sizes overflow or exceed 2^34 floats. */
-bool cpu_winograd_plan(int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
+bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
                        cpu_winograd_blocking *b);
 
-/* Transforms W [M, C, 3, 3] (row-major) into *out. Fails on allocation failure. */
-kiln_status cpu_winograd_pack(const float *w, int64_t M, int64_t C, cpu_winograd_weights *out, kiln_error *err);
+/* Transforms W [M, C, 3, 3] (row-major) for the given tile into *out. Fails on allocation
+ * failure. */
+kiln_status cpu_winograd_pack(int tile, const float *w, int64_t M, int64_t C, cpu_winograd_weights *out,
+                              kiln_error *err);
 void cpu_winograd_weights_free(cpu_winograd_weights *w);
 void cpu_winograd_scratch_free(cpu_winograd_scratch *s);
 
-/* y[N, M, OH, OW] = conv(x[N, C, H, W]) with the packed weights, then the epilogue (bias
+/* y[N, M, OH, OW] = conv(x[N, C, H, W]) with the packed weights (their tile size), then the epilogue (bias
  * per output channel, residual laid out like y, any activation). g must satisfy
  * cpu_winograd_applies. Runs over the pool's threads; call from the kernel's thread. */
 kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, const float *x,

@@ -47,7 +47,8 @@ static float *alloc_floats(uint64_t n) {
 
 /* ---- weight transform ----------------------------------------------------------------- */
 
-/* G (6x3) of F(4x4, 3x3): U = G g G^T. */
+/* G (6x3) of F(4x4, 3x3) and (4x3) of F(2x2, 3x3): U = G g G^T. */
+static const double wg_G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 static const double wg_G[6][3] = {{1.0 / 4, 0, 0},
                                   {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                                   {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -55,38 +56,43 @@ static const double wg_G[6][3] = {{1.0 / 4, 0, 0},
                                   {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                   {0, 0, 1}};
 
-kiln_status cpu_winograd_pack(const float *w, int64_t M, int64_t C, cpu_winograd_weights *out, kiln_error *err) {
+kiln_status cpu_winograd_pack(int tile, const float *w, int64_t M, int64_t C, cpu_winograd_weights *out,
+                              kiln_error *err) {
     memset(out, 0, sizeof *out);
     int64_t Cp = round_up(C, 8), Mp = round_up(M, 16);
+    int al = tile + 2; /* input tile edge */
+    const double(*G)[3] = tile == CPU_WINOGRAD_F23 ? wg_G2 : wg_G;
     uint64_t n;
-    if (M <= 0 || C <= 0 || kiln_mul_overflow_u64((uint64_t)Cp, (uint64_t)Mp, &n) ||
-        kiln_mul_overflow_u64(n, 36, &n) || n > (1ull << 34))
+    if ((tile != CPU_WINOGRAD_F23 && tile != CPU_WINOGRAD_F43) || M <= 0 || C <= 0 ||
+        kiln_mul_overflow_u64((uint64_t)Cp, (uint64_t)Mp, &n) || kiln_mul_overflow_u64(n, (uint64_t)(al * al), &n) ||
+        n > (1ull << 34))
         return kiln_err_set(err, KILN_ERR_LIMIT, "Winograd weights for %lldx%lld channels are too large", (long long)M,
                             (long long)C);
     out->u = alloc_floats(n);
     if (!out->u) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory transforming Conv weights");
     memset(out->u, 0, (size_t)n * sizeof(float));
+    out->tile = tile;
     out->C = C;
     out->M = M;
     out->Cp = Cp;
     out->Mp = Mp;
     out->src = w;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t c = 0; c < C; c++) {
+    /* c outer, m inner: consecutive m land in consecutive floats of each point's panel */
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t m = 0; m < M; m++) {
             double g[3][3], t[6][3];
             for (int i = 0; i < 9; i++) {
                 float v;
                 memcpy(&v, w + (m * C + c) * 9 + i, sizeof v);
                 g[i / 3][i % 3] = v;
             }
-            for (int i = 0; i < 6; i++)
-                for (int j = 0; j < 3; j++) t[i][j] = wg_G[i][0] * g[0][j] + wg_G[i][1] * g[1][j] + wg_G[i][2] * g[2][j];
-            for (int i = 0; i < 6; i++)
-                for (int j = 0; j < 6; j++) {
-                    double u = t[i][0] * wg_G[j][0] + t[i][1] * wg_G[j][1] + t[i][2] * wg_G[j][2];
-                    int64_t xi = i * 6 + j;
-                    out->u[((xi * (Mp / 16) + m / 16) * Cp + c) * 16 + m % 16] = (float)u;
-                }
+            for (int i = 0; i < al; i++)
+                for (int j = 0; j < 3; j++) t[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+            float *dst = out->u + ((m / 16) * Cp + c) * 16 + m % 16;
+            int64_t pstride = (Mp / 16) * Cp * 16; /* floats between points */
+            for (int i = 0; i < al; i++)
+                for (int j = 0; j < al; j++)
+                    dst[(i * al + j) * pstride] = (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
         }
     return KILN_OK;
 }
@@ -115,6 +121,7 @@ typedef struct wg_plan {
     int64_t N, C, M, H, W, OH, OW, pt, pl;
     int64_t TH, TW, T, Hp, Wp, Cp, Mp, CB;
     int64_t TB, NP, n_blocks, Mg, n_groups, n_tasks, slot_floats;
+    int tile, pts; /* output tile edge (2 or 4), transform points (16 or 36) */
     bool relu, other_act;
     atomic_llong next;
 } wg_plan;
@@ -217,6 +224,28 @@ static inline void input_tile(const float *src, int64_t ld, float *dst, int64_t 
         _mm256_store_ps(d + 3 * dstride, r3);
         _mm256_store_ps(d + 4 * dstride, r4);
         _mm256_store_ps(d + 5 * dstride, r5);
+    }
+}
+
+/* F(2x2, 3x3): B^T (4x4) on a column: r0 = d0 - d2, r1 = d1 + d2, r2 = d2 - d1,
+ * r3 = d1 - d3. */
+static inline void input_tile2(const float *src, int64_t ld, float *dst, int64_t dstride) {
+    __m256 t[4][4];
+    for (int j = 0; j < 4; j++) {
+        const float *s = src + j * 8;
+        __m256 d0 = _mm256_load_ps(s), d1 = _mm256_load_ps(s + ld), d2 = _mm256_load_ps(s + 2 * ld),
+               d3 = _mm256_load_ps(s + 3 * ld);
+        t[0][j] = _mm256_sub_ps(d0, d2);
+        t[1][j] = _mm256_add_ps(d1, d2);
+        t[2][j] = _mm256_sub_ps(d2, d1);
+        t[3][j] = _mm256_sub_ps(d1, d3);
+    }
+    for (int i = 0; i < 4; i++) {
+        float *d = dst + (i * 4) * dstride;
+        _mm256_store_ps(d, _mm256_sub_ps(t[i][0], t[i][2]));
+        _mm256_store_ps(d + dstride, _mm256_add_ps(t[i][1], t[i][2]));
+        _mm256_store_ps(d + 2 * dstride, _mm256_sub_ps(t[i][2], t[i][1]));
+        _mm256_store_ps(d + 3 * dstride, _mm256_sub_ps(t[i][1], t[i][3]));
     }
 }
 
@@ -365,13 +394,53 @@ static void output_tile(const wg_plan *p, const float *mb, int64_t mstride, int6
     }
 }
 
+/* F(2x2, 3x3): A^T (2x4): o0 = m0 + m1 + m2, o1 = m1 - m2 - m3. Few outputs per tile, so
+ * the stores go through a small buffer. */
+static void output_tile2(const wg_plan *p, const float *mb, int64_t mstride, int64_t n, int64_t ty, int64_t tx,
+                         int64_t m0) {
+    __m256 s[2][4];
+    for (int j = 0; j < 4; j++) {
+        __m256 a = _mm256_load_ps(mb + j * mstride), b = _mm256_load_ps(mb + (4 + j) * mstride),
+               c = _mm256_load_ps(mb + (8 + j) * mstride), d = _mm256_load_ps(mb + (12 + j) * mstride);
+        s[0][j] = _mm256_add_ps(_mm256_add_ps(a, b), c);
+        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(b, c), d);
+    }
+    _Alignas(32) float o[2][2][8]; /* [row][col][channel] */
+    for (int r = 0; r < 2; r++) {
+        _mm256_store_ps(o[r][0], _mm256_add_ps(_mm256_add_ps(s[r][0], s[r][1]), s[r][2]));
+        _mm256_store_ps(o[r][1], _mm256_sub_ps(_mm256_sub_ps(s[r][1], s[r][2]), s[r][3]));
+    }
+    int64_t OW = p->OW, OS = p->OH * OW;
+    int nm = p->M - m0 < 8 ? (int)(p->M - m0) : 8;
+    const float *res = p->ep ? p->ep->residual : NULL;
+    const float *bias = p->ep && p->ep->bias_mode == CPU_BIAS_ROW ? p->ep->bias : NULL;
+    for (int r = 0; r < 2; r++) {
+        int64_t oh = ty * 2 + r;
+        if (oh >= p->OH) break;
+        int nw = OW - tx * 2 < 2 ? 1 : 2;
+        for (int ci = 0; ci < nm; ci++) {
+            int64_t off = (n * p->M + m0 + ci) * OS + oh * OW + tx * 2;
+            float *d = p->y + off;
+            for (int j = 0; j < nw; j++) {
+                float f = o[r][j][ci];
+                if (bias) f += bias[m0 + ci];
+                if (res) f += res[off + j];
+                if (p->relu && f < 0.f) f = 0.f;
+                d[j] = f;
+            }
+            if (p->other_act) cpu_act_apply(&p->ep->act, d, nw);
+        }
+    }
+}
+
 /* ---- 2. one task -------------------------------------------------------------------------- */
 
 static void run_task(const wg_plan *p, int64_t task, float *slot) {
     int64_t blk = task / p->n_groups, grp = task % p->n_groups;
     int64_t TB = p->TB, NP = p->NP, CB = p->CB, Cp = p->Cp;
     int64_t mbeg = grp * p->Mg, mg = p->Mp - mbeg < p->Mg ? p->Mp - mbeg : p->Mg;
-    float *V = slot, *Mb = slot + 36 * TB * Cp;
+    int64_t pts = p->pts, tile = p->tile;
+    float *V = slot, *Mb = slot + pts * TB * Cp;
     int64_t vstride = NP * CB * 48; /* floats between transform points in V */
     int64_t t0 = blk * TB, total = p->N * p->T;
     int64_t nt = total - t0 < TB ? total - t0 : TB;
@@ -380,19 +449,20 @@ static void run_task(const wg_plan *p, int64_t task, float *slot) {
     for (int64_t lt = 0; lt < np * 6; lt++) {
         float *vt = V + (lt / 6) * CB * 48 + (lt % 6) * 8;
         if (lt >= nt) { /* rows past the block's tiles: zeros, never stored */
-            for (int64_t xi = 0; xi < 36; xi++)
+            for (int64_t xi = 0; xi < pts; xi++)
                 for (int64_t cb = 0; cb < CB; cb++) _mm256_store_ps(vt + xi * vstride + cb * 48, _mm256_setzero_ps());
             continue;
         }
         int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
         for (int64_t cb = 0; cb < CB; cb++) {
-            const float *src = p->xb + (((n * CB + cb) * p->Hp + ty * 4) * p->Wp + tx * 4) * 8;
-            input_tile(src, p->Wp * 8, vt + cb * 48, vstride);
+            const float *src = p->xb + (((n * CB + cb) * p->Hp + ty * tile) * p->Wp + tx * tile) * 8;
+            if (tile == CPU_WINOGRAD_F43) input_tile(src, p->Wp * 8, vt + cb * 48, vstride);
+            else input_tile2(src, p->Wp * 8, vt + cb * 48, vstride);
         }
     }
-    /* 36 GEMMs: Mb[xi][TB][mg] = V[xi][TB][Cp] * U[xi][Cp][mbeg .. mbeg+mg) */
+    /* one GEMM per point: Mb[xi][TB][mg] = V[xi][TB][Cp] * U[xi][Cp][mbeg .. mbeg+mg) */
     int64_t nkb = (Cp + WG_KC - 1) / WG_KC, kb = round_up((Cp + nkb - 1) / nkb, 8);
-    for (int64_t xi = 0; xi < 36; xi++) {
+    for (int64_t xi = 0; xi < pts; xi++) {
         const float *Vx = V + xi * vstride;
         const float *Ux = p->w->u + xi * (p->Mp / 16) * Cp * 16;
         float *Mx = Mb + xi * TB * mg;
@@ -410,7 +480,8 @@ static void run_task(const wg_plan *p, int64_t task, float *slot) {
         int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
         for (int64_t c8 = 0; c8 < mg; c8 += 8) {
             if (mbeg + c8 >= p->M) break;
-            output_tile(p, Mb + lt * mg + c8, TB * mg, n, ty, tx, mbeg + c8);
+            if (tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * mg + c8, TB * mg, n, ty, tx, mbeg + c8);
+            else output_tile2(p, Mb + lt * mg + c8, TB * mg, n, ty, tx, mbeg + c8);
         }
     }
 }
@@ -448,11 +519,13 @@ kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int6
     p.OW = g->out[1];
     p.pt = g->pad0[0];
     p.pl = g->pad0[1];
-    p.TH = (p.OH + 3) / 4;
-    p.TW = (p.OW + 3) / 4;
+    p.tile = w->tile;
+    p.pts = (w->tile + 2) * (w->tile + 2);
+    p.TH = (p.OH + p.tile - 1) / p.tile;
+    p.TW = (p.OW + p.tile - 1) / p.tile;
     p.T = p.TH * p.TW;
-    p.Hp = p.TH * 4 + 2;
-    p.Wp = p.TW * 4 + 2;
+    p.Hp = p.TH * p.tile + 2;
+    p.Wp = p.TW * p.tile + 2;
     p.Cp = w->Cp;
     p.Mp = w->Mp;
     p.CB = p.Cp / 8;
@@ -460,7 +533,7 @@ kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int6
     p.other_act = p.ep && p.ep->act.kind != CPU_ACT_NONE && p.ep->act.kind != CPU_ACT_RELU;
     if (N <= 0 || p.T <= 0) return KILN_OK;
     cpu_winograd_blocking bl;
-    if (!cpu_winograd_plan(N, p.C, p.M, p.OH, p.OW, cpu_threadpool_size(pool), &bl))
+    if (!cpu_winograd_plan(p.tile, N, p.C, p.M, p.OH, p.OW, cpu_threadpool_size(pool), &bl))
         return kiln_err_set(err, KILN_ERR_LIMIT, "Winograd scratch for this Conv is too large");
     p.TB = bl.TB;
     p.NP = bl.TB / 6;
