@@ -303,12 +303,19 @@ kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q
      * tactic whose repacked weights are larger (Winograd's are 1.8-4x) must be timed
      * reading them from memory, not from an L3 that back-to-back runs keep warm. */
     size_t cold_n = (size_t)BUILD_TACTIC_COLD_BYTES / sizeof(float);
-    float *cold = calloc(cold_n, sizeof(float));
+    float *cold = malloc(cold_n * sizeof(float));
+    /* written once (untouched pages would all map the one zero page), then only read
+     * before each run: reads evict without leaving dirty lines for the run to write back */
+    if (cold) memset(cold, 0, cold_n * sizeof(float));
+    volatile float sink = 0;
     for (int r = 0; r <= n && st == KILN_OK; r++) { /* r == 0 warms up (state, caches) */
         cpu_kernel_ctx ctx = {.model = q->model, .graph = q->graph, .node = node, .pool = pool, .err = err,
                               .state = &state, .state_free = &state_free};
-        if (cold)
-            for (size_t k = 0; k < cold_n; k += 16) cold[k] += 1.f;
+        if (cold) {
+            float acc = 0;
+            for (size_t k = 0; k < cold_n; k += 16) acc += cold[k];
+            sink = acc;
+        }
         double t0 = now_ms();
         st = fn(&ctx, ins, q->n_in, outs, q->n_out);
         double t1 = now_ms();
@@ -316,6 +323,7 @@ kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q
         if (r > 0) samples[r - 1] = t1 - t0;
     }
     free(cold);
+    (void)sink;
     if (state && state_free) state_free(state);
     for (int32_t i = 0; i < q->n_in; i++) rt_value_release(&vals[i]);
     if (st != KILN_OK) return st;
