@@ -32,7 +32,11 @@ typedef struct conv_case {
     int64_t pads[4]; /* top, left, bottom, right */
     bool bias, residual;
     const char *act; /* NULL, "Relu" or "Clip" */
+    int64_t k, stride; /* 0: 3 and 1 */
 } conv_case;
+
+static int64_t ck(const conv_case *c) { return c->k ? c->k : 3; }
+static int64_t cs(const conv_case *c) { return c->stride ? c->stride : 1; }
 
 static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
     rt_value_init(v);
@@ -52,11 +56,11 @@ static void reference(const conv_case *c, const float *x, const float *w, const 
                 for (int64_t ow = 0; ow < OW; ow++) {
                     double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
                     for (int64_t ci = 0; ci < c->C; ci++)
-                        for (int kh = 0; kh < 3; kh++)
-                            for (int kw = 0; kw < 3; kw++) {
-                                int64_t ih = oh + kh - c->pads[0], iw = ow + kw - c->pads[1];
+                        for (int64_t kh = 0; kh < ck(c); kh++)
+                            for (int64_t kw = 0; kw < ck(c); kw++) {
+                                int64_t ih = oh * cs(c) + kh - c->pads[0], iw = ow * cs(c) + kw - c->pads[1];
                                 if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
-                                double p = (double)w[((m * c->C + ci) * 3 + kh) * 3 + kw] *
+                                double p = (double)w[((m * c->C + ci) * ck(c) + kh) * ck(c) + kw] *
                                            x[((n * c->C + ci) * c->H + ih) * c->W + iw];
                                 acc += p;
                                 sc += fabs(p);
@@ -78,13 +82,14 @@ static void reference(const conv_case *c, const float *x, const float *w, const 
  * to the per-output scale. */
 static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn fn, const char *tactic) {
     rng = 777; /* same data for the same shape, whichever variant runs */
-    int64_t OH = c->H + c->pads[0] + c->pads[2] - 2, OW = c->W + c->pads[1] + c->pads[3] - 2;
+    int64_t OH = (c->H + c->pads[0] + c->pads[2] - ck(c)) / cs(c) + 1,
+            OW = (c->W + c->pads[1] + c->pads[3] - ck(c)) / cs(c) + 1;
     rt_value in[4], out;
     fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
-    fill(&in[1], 4, (int64_t[]){c->M, c->C, 3, 3});
+    fill(&in[1], 4, (int64_t[]){c->M, c->C, ck(c), ck(c)});
     fill(&in[2], 1, (int64_t[]){c->M});
     fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
-    int64_t k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1};
+    int64_t k[2] = {ck(c), ck(c)}, s[2] = {cs(c), cs(c)}, d[2] = {1, 1};
     int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
     ir_attr attrs[10];
     memset(attrs, 0, sizeof attrs);
@@ -168,14 +173,14 @@ static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn f
 }
 
 static const conv_case cases[] = {
-    {1, 16, 8, 8, 16, {1, 1, 1, 1}, false, false, NULL},
-    {1, 19, 9, 13, 21, {1, 0, 2, 1}, true, false, NULL},       /* odd channels, H/W, asymmetric pads */
-    {3, 24, 7, 7, 40, {1, 1, 1, 1}, true, true, "Relu"},       /* batch, residual, relu, 7x7 (2x2 tiles) */
-    {1, 300, 6, 6, 33, {1, 1, 1, 1}, true, false, "Relu"},     /* two k-blocks */
-    {1, 16, 64, 61, 17, {1, 1, 1, 1}, true, true, NULL},       /* several tile blocks */
-    {2, 32, 5, 5, 64, {0, 0, 0, 0}, false, true, "Clip"},      /* no padding, other activation */
-    {1, 64, 3, 3, 130, {1, 1, 1, 1}, true, false, NULL},       /* one tile, many output groups */
-    {2, 17, 12, 4, 16, {2, 2, 0, 0}, true, true, "Relu"},      /* pads larger than needed on one side */
+    {1, 16, 8, 8, 16, {1, 1, 1, 1}, false, false, NULL, 0, 0},
+    {1, 19, 9, 13, 21, {1, 0, 2, 1}, true, false, NULL, 0, 0},       /* odd channels, H/W, asymmetric pads */
+    {3, 24, 7, 7, 40, {1, 1, 1, 1}, true, true, "Relu", 0, 0},       /* batch, residual, relu, 7x7 (2x2 tiles) */
+    {1, 300, 6, 6, 33, {1, 1, 1, 1}, true, false, "Relu", 0, 0},     /* two k-blocks */
+    {1, 16, 64, 61, 17, {1, 1, 1, 1}, true, true, NULL, 0, 0},       /* several tile blocks */
+    {2, 32, 5, 5, 64, {0, 0, 0, 0}, false, true, "Clip", 0, 0},      /* no padding, other activation */
+    {1, 64, 3, 3, 130, {1, 1, 1, 1}, true, false, NULL, 0, 0},       /* one tile, many output groups */
+    {2, 17, 12, 4, 16, {2, 2, 0, 0}, true, true, "Relu", 0, 0},      /* pads larger than needed on one side */
 };
 
 /* F(4x4, 3x3) in fp32: the error against direct convolution, relative to the sum of the
@@ -214,7 +219,7 @@ static void test_kernel_honours_tactic(void **state) {
         printf("skipped: no AVX2+FMA\n");
         return;
     }
-    const conv_case c = {1, 32, 10, 10, 32, {1, 1, 1, 1}, true, false, NULL};
+    const conv_case c = {1, 32, 10, 10, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0};
     cpu_kernel_fn conv = cpu_kernel_find("", "Conv", 17);
     assert_non_null(conv);
     double by_attr_wg = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD);
@@ -234,6 +239,23 @@ static void test_kernel_honours_tactic(void **state) {
     assert_true(forced_wg <= WINOGRAD_TOL && forced_gm <= GEMM_TOL);
 }
 
+/* The implicit GEMM's stride-2 packer (AVX2 gather of 16 every-other floats, used when 16
+ * outputs share a row): 7x7/2 stem, 1x1/2 downsample and 3x3/2 shapes with rows of >= 16
+ * outputs, plus edges (partial panels, padding). */
+static void test_gemm_stride2(void **state) {
+    (void)state;
+    const conv_case sc[] = {
+        {1, 3, 40, 45, 20, {3, 3, 3, 3}, true, false, "Relu", 7, 2},
+        {2, 16, 40, 37, 24, {0, 0, 0, 0}, true, true, "Relu", 1, 2},
+        {1, 8, 38, 41, 16, {1, 1, 1, 1}, false, false, NULL, 3, 2},
+    };
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        double e = run_case(&sc[i], NULL, cpu_conv_run_gemm, NULL);
+        double e2 = run_case(&sc[i], NULL, cpu_conv_run_winograd, NULL); /* falls back to the GEMM */
+        if (!(e <= GEMM_TOL) || !(e2 <= GEMM_TOL)) fail_msg("stride-2 case %zu: error %.3g / %.3g", i, e, e2);
+    }
+}
+
 /* Geometries outside Winograd's domain: the forced variant falls back (still correct). */
 static void test_applies(void **state) {
     (void)state;
@@ -245,7 +267,7 @@ static void test_applies(void **state) {
     assert_false(cpu_winograd_applies_dims(2, k3, s1, d1, 2, 32, 32));
     assert_false(cpu_winograd_applies_dims(2, k3, s1, d1, 1, 8, 16));
     assert_false(cpu_winograd_applies_dims(1, k3, s1, d1, 1, 16, 16));
-    const conv_case small = {1, 3, 7, 7, 5, {1, 1, 1, 1}, true, false, "Relu"};
+    const conv_case small = {1, 3, 7, 7, 5, {1, 1, 1, 1}, true, false, "Relu", 0, 0};
     assert_true(run_case(&small, NULL, cpu_conv_run_winograd, NULL) <= GEMM_TOL);
     assert_true(run_case(&small, NULL, cpu_conv_run_winograd_f23, NULL) <= GEMM_TOL);
 }
@@ -255,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_winograd_matches_reference),
         cmocka_unit_test(test_kernel_honours_tactic),
         cmocka_unit_test(test_applies),
+        cmocka_unit_test(test_gemm_stride2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,8 +125,7 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
             if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
                 const float *src = xc + ih * W + iw0;
                 if (sw == 1) memcpy(d, src, 16 * sizeof(float));
-                else if (sw == 2)
-                    for (int t = 0; t < 16; t++) d[t] = src[2 * t];
+                else if (sw == 2) cpu_conv_gather16_s2(src, d);
                 else
                     for (int t = 0; t < 16; t++) d[t] = src[t * sw];
                 goto next;

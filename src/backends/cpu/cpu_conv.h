@@ -26,4 +26,7 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
 
+/* dst[t] = src[2t] for t < 16 (AVX2; cpu_conv_avx2.c). Only on the packed-GEMM path. */
+void cpu_conv_gather16_s2(const float *src, float *dst);
+
 #endif
