@@ -299,8 +299,9 @@ static void wg_kernel(int64_t kc, const float *a, const float *b, float *c, int6
         c51 = _mm256_fmadd_ps(x, b1, c51);                                                                             \
     } while (0)
     for (int64_t k = 0; k < kc; k += 8) {
-        _mm_prefetch((const char *)(b + 256), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 272), _MM_HINT_T0);
+        /* the U panel streams from memory on the first A panel: fetch the whole 8-deep
+         * step (512 bytes) four steps ahead */
+        for (int l = 0; l < 128; l += 16) _mm_prefetch((const char *)(b + 512 + l), _MM_HINT_T0);
         WSTEP(0);
         WSTEP(1);
         WSTEP(2);
