@@ -256,6 +256,35 @@ static void test_gemm_stride2(void **state) {
     }
 }
 
+/* B larger than L2: packed inside the GEMM's tasks (cpu_sgemm_packed_a_fn_local) for the
+ * implicit GEMM (stem-like 7x7/2) and 1x1 convs, with partial last panels, residual and
+ * activation, on 1 and 2 threads. */
+static void test_gemm_local_packing(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    const conv_case lc[] = {
+        {1, 3, 95, 97, 20, {3, 3, 3, 3}, true, true, "Relu", 7, 2}, /* N = 48 x 49, K = 147 */
+        {1, 64, 47, 50, 32, {0, 0, 0, 0}, true, true, "Relu", 1, 1}, /* 1x1, N = 2350 */
+        {2, 96, 40, 41, 24, {0, 0, 0, 0}, false, false, "Clip", 1, 1},
+    };
+    for (int threads = 1; threads <= 2; threads++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error e = {0};
+        assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
+        for (size_t i = 0; i < sizeof lc / sizeof lc[0]; i++) {
+            int64_t OS = ((lc[i].H + lc[i].pads[0] + lc[i].pads[2] - ck(&lc[i])) / cs(&lc[i]) + 1) *
+                         ((lc[i].W + lc[i].pads[1] + lc[i].pads[3] - ck(&lc[i])) / cs(&lc[i]) + 1);
+            assert_true(cpu_sgemm_local_b_preferred(pool, lc[i].M, OS, lc[i].C * ck(&lc[i]) * ck(&lc[i])));
+            double err = run_case(&lc[i], pool, cpu_conv_run_gemm, NULL);
+            if (!(err <= GEMM_TOL)) fail_msg("local-packing case %zu (%d threads): error %.3g", i, threads, err);
+        }
+        cpu_threadpool_free(pool);
+    }
+}
+
 /* Geometries outside Winograd's domain: the forced variant falls back (still correct). */
 static void test_applies(void **state) {
     (void)state;
@@ -278,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_honours_tactic),
         cmocka_unit_test(test_applies),
         cmocka_unit_test(test_gemm_stride2),
+        cmocka_unit_test(test_gemm_local_packing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
