@@ -211,15 +211,16 @@ static void test_winograd_matches_reference(void **state) {
     }
 }
 
-/* The registered kernel runs what kiln_tactic names, and its default picks Winograd. The
- * two algorithms round differently, so which one ran is visible in the results. */
+/* The registered kernel runs what kiln_tactic names, and its default picks Winograd
+ * (F(4x4, 3x3), or F(2x2, 3x3) for few tiles). The algorithms round differently, so which
+ * one ran is visible in the results. */
 static void test_kernel_honours_tactic(void **state) {
     (void)state;
     if (!cpu_gemm_packed_supported()) {
         printf("skipped: no AVX2+FMA\n");
         return;
     }
-    const conv_case c = {1, 32, 10, 10, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0};
+    const conv_case c = {1, 32, 18, 18, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0}; /* 25 4x4 tiles */
     cpu_kernel_fn conv = cpu_kernel_find("", "Conv", 17);
     assert_non_null(conv);
     double by_attr_wg = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD);
@@ -237,6 +238,11 @@ static void test_kernel_honours_tactic(void **state) {
     assert_true(dflt == forced_wg);
     assert_true(forced_wg != forced_gm);
     assert_true(forced_wg <= WINOGRAD_TOL && forced_gm <= GEMM_TOL);
+    /* fewer than 16 output tiles (10x10: 9): the default is F(2x2, 3x3) */
+    const conv_case few = {1, 32, 10, 10, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0};
+    double few_dflt = run_case(&few, NULL, conv, NULL);
+    assert_true(few_dflt == run_case(&few, NULL, cpu_conv_run_winograd_f23, NULL));
+    assert_true(few_dflt != run_case(&few, NULL, cpu_conv_run_winograd, NULL));
 }
 
 /* The implicit GEMM's stride-2 packer (AVX2 gather of 16 every-other floats, used when 16

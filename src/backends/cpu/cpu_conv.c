@@ -9,7 +9,8 @@
  *   - 3x3 stride-1 single-group convs with >= 16 channels: Winograd F(4x4, 3x3) or
  *     F(2x2, 3x3) (cpu_winograd_avx2.c) when the builder timed one of them fastest on the
  *     node's shape (tactic "conv_winograd_f43" / "_f23" in the node's kiln_tactic
- *     attribute, cpu_conv.h), and F(4x4, 3x3) by default when the node was not timed;
+ *     attribute, cpu_conv.h); without a timed choice F(4x4, 3x3), or F(2x2, 3x3) for
+ *     fewer than 16 output tiles (conv_winograd_tile);
  *   - other 2-D convs with constant weights on AVX2: implicit GEMM, B panels packed
  *     straight from the image (conv_pack_b); when B is large (the stem, 56x56 layers) the
  *     panels are packed slice by slice inside the GEMM's tasks, never written out whole
@@ -282,6 +283,16 @@ static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g,
     return true;
 }
 
+/* The Winograd variant: the forced one, or without a timed choice F(4x4, 3x3) unless the
+ * batch has fewer than 16 of its 4x4 tiles (ResNet's 7x7 layers at batch 1: 4), where
+ * streaming its transformed weights (4x the weights) for so few tiles makes F(2x2, 3x3)
+ * faster, as the builder's timing finds. */
+static int conv_winograd_tile(enum conv_algo algo, const cpu_conv_geom *g, int64_t N) {
+    if (algo == CONV_WINOGRAD_F23) return CPU_WINOGRAD_F23;
+    if (algo == CONV_WINOGRAD) return CPU_WINOGRAD_F43;
+    return N * ((g->out[0] + 3) / 4) * ((g->out[1] + 3) / 4) >= 16 ? CPU_WINOGRAD_F43 : CPU_WINOGRAD_F23;
+}
+
 static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                             int32_t n_out, enum conv_algo algo) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
@@ -349,8 +360,7 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
 
     if (algo != CONV_GEMM && ctx->state && cpu_winograd_applies(&g, group, C, M) && cpu_gemm_packed_supported() &&
         cpu_input_is_const(ctx, 1) &&
-        conv_winograd(ctx, algo == CONV_WINOGRAD_F23 ? CPU_WINOGRAD_F23 : CPU_WINOGRAD_F43, &g, N, C, M, X, Wt, Y,
-                      &ep, &st))
+        conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, &st))
         return st;
 
     bool pointwise = true;

@@ -3,7 +3,8 @@
  * cpu_conv (the registered Conv kernel, kernels.def) reads the builder's choice from the
  * node's `kiln_tactic` attribute; the names below are the ones build/tactics.c writes.
  * Without the attribute (an untimed build, or a kernel run outside the builder) it picks
- * by geometry: Winograd where it applies, else the implicit GEMM.
+ * by geometry: Winograd where it applies (F(4x4, 3x3), or F(2x2, 3x3) when the batch has
+ * fewer than 16 4x4 output tiles), else the implicit GEMM.
  * The two forced variants run one algorithm regardless of the attribute: the builder
  * times them against each other on the node's shape.
  */
