@@ -456,17 +456,20 @@ static void output_tile2(const wg_plan *p, const float *mb, int64_t mstride, int
 
 static void run_task(const wg_plan *p, int64_t task, float *slot) {
     int64_t blk = task / p->n_groups, grp = task % p->n_groups;
-    int64_t TB = p->TB, NP = p->NP, CB = p->CB, Cp = p->Cp;
+    int64_t TB = p->TB, CB = p->CB, Cp = p->Cp;
     int64_t mbeg = grp * p->Mg, mg = p->Mp - mbeg < p->Mg ? p->Mp - mbeg : p->Mg;
     int64_t pts = p->pts, tile = p->tile;
     float *V = slot, *Mb = slot + pts * TB * Cp;
-    int64_t vstride = NP * CB * 48; /* floats between transform points in V */
+    /* V[tile/6][xi][C/8][6][8] and M[tile][xi][mg]: one tile's 36 (16) points lie close
+     * together, so its transforms touch a few pages, not one page per point (a
+     * [xi][tile] layout cost a TLB miss per load in the output transform) */
+    int64_t vstride = CB * 48, vpanel = pts * CB * 48; /* floats between points, panels */
     int64_t t0 = blk * TB, total = p->N * p->T;
     int64_t nt = total - t0 < TB ? total - t0 : TB;
     /* input transform */
     int64_t np = (nt + 5) / 6;
     for (int64_t lt = 0; lt < np * 6; lt++) {
-        float *vt = V + (lt / 6) * CB * 48 + (lt % 6) * 8;
+        float *vt = V + (lt / 6) * vpanel + (lt % 6) * 8;
         if (lt >= nt) { /* rows past the block's tiles: zeros, never stored */
             for (int64_t xi = 0; xi < pts; xi++)
                 for (int64_t cb = 0; cb < CB; cb++) _mm256_store_ps(vt + xi * vstride + cb * 48, _mm256_setzero_ps());
@@ -484,13 +487,14 @@ static void run_task(const wg_plan *p, int64_t task, float *slot) {
     for (int64_t xi = 0; xi < pts; xi++) {
         const float *Vx = V + xi * vstride;
         const float *Ux = p->w->u + xi * (p->Mp / 16) * Cp * 16;
-        float *Mx = Mb + xi * TB * mg;
+        float *Mx = Mb + xi * mg;
         for (int64_t k0 = 0; k0 < Cp; k0 += kb) {
             int64_t kc = Cp - k0 < kb ? Cp - k0 : kb;
             for (int64_t q = 0; q < mg / 16; q++) {
                 const float *b = Ux + ((mbeg / 16 + q) * Cp + k0) * 16;
                 for (int64_t pp = 0; pp < np; pp++)
-                    wg_kernel(kc, Vx + pp * CB * 48 + (k0 / 8) * 48, b, Mx + pp * 6 * mg + q * 16, mg, k0 > 0);
+                    wg_kernel(kc, Vx + pp * vpanel + (k0 / 8) * 48, b, Mx + pp * 6 * pts * mg + q * 16, pts * mg,
+                              k0 > 0);
             }
         }
     }
@@ -499,8 +503,8 @@ static void run_task(const wg_plan *p, int64_t task, float *slot) {
         int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
         for (int64_t c8 = 0; c8 < mg; c8 += 8) {
             if (mbeg + c8 >= p->M) break;
-            if (tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * mg + c8, TB * mg, n, ty, tx, mbeg + c8);
-            else output_tile2(p, Mb + lt * mg + c8, TB * mg, n, ty, tx, mbeg + c8);
+            if (tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
+            else output_tile2(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
         }
     }
 }
