@@ -31,10 +31,11 @@ FLOPS = {  # multiply-adds x 2 of the GEMMs/convolutions at batch 1 (seq 128 for
 }
 
 
-def kiln_latency(kiln, model, shapes, extra, iters):
+def kiln_latency(kiln, model, shapes, extra, iters, env=None):
     cmd = [kiln, "run", model, "--backend", "cuda", "--iterations", str(iters), "--warmUp", "20", "--shapes", shapes]
     cmd += extra
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **env) if env else None)
     m = re.search(r"median = ([0-9.]+) ms", r.stdout)
     if not m:
         print("kiln failed:", " ".join(cmd), r.stdout[-1500:], r.stderr[-1500:])
@@ -109,6 +110,9 @@ def main():
             rows.append((name, prec, "kiln (incl. H2D/D2H)", ms))
         ms = kiln_latency(a.kiln, path, shapes, ["--noCudaGraph"], a.iters)
         rows.append((name, "tf32", "kiln no CUDA graph", ms))
+        if name == "resnet50":  # FP16 with channels-last convolutions (opt-in, docs/CUDA.md "FP16")
+            ms = kiln_latency(a.kiln, path, shapes, ["--fp16"], a.iters, {"KILN_NHWC": "1"})
+            rows.append((name, "fp16", "kiln KILN_NHWC=1", ms))
         for prec in ("fp32", "tf32", "fp16"):
             torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
             torch.backends.cudnn.allow_tf32 = prec == "tf32"

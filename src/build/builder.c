@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "core/strbuf.h"
 #include "ir/infer.h"
+#include "runtime/session.h"
 
 build_options build_options_default(void) {
     build_options o;
@@ -341,6 +342,137 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
     return KILN_OK;
 }
 
+/* ---- GPU tactics ---------------------------------------------------------------------
+ * A cuda engine's GEMM/convolution tactics are the CUDA backend's library algorithms
+ * (cuBLASLt heuristic candidates, cuDNN algorithms), timed on the GPU. The build runs the
+ * optimized graph once on the GPU at profile 0's opt shape (zero-filled inputs) through a
+ * tactic cache that looks timings up in --timingCacheFile first and records every timing
+ * per node; each GEMM/Conv node then carries its timings in RT_GPU_TACTICS_ATTR, so a
+ * loaded engine runs the built choices without timing them again (other shapes are still
+ * timed at their first run). */
+
+typedef struct gpu_tactic_rec {
+    build_timing_cache *file; /* --timingCacheFile, or NULL */
+    const ir_graph *g;
+    strbuf *per_node;         /* [n_per_node]: "sig\ttactic\tms\n" lines */
+    int32_t timed, hits;
+    int32_t n_per_node; /* the node count when the records were made (after the session's passes) */
+} gpu_tactic_rec;
+
+static void gpu_tactic_note(gpu_tactic_rec *r, const ir_node *node, const char *sig, const char *tactic, double ms) {
+    if (!node || !r->per_node || node < r->g->nodes || node >= r->g->nodes + r->n_per_node) return;
+    sb_printf(&r->per_node[node - r->g->nodes], "%s\t%s\t%.17g\n", sig, tactic, ms);
+}
+
+static bool gpu_tactic_get(void *user, const ir_node *node, const char *sig, const char *tactic, double *ms) {
+    gpu_tactic_rec *r = user;
+    if (!r->file || !build_timing_cache_get(r->file, sig, tactic, ms)) return false;
+    r->hits++;
+    gpu_tactic_note(r, node, sig, tactic, *ms);
+    return true;
+}
+
+static void gpu_tactic_put(void *user, const ir_node *node, const char *sig, const char *tactic, double ms) {
+    gpu_tactic_rec *r = user;
+    r->timed++;
+    if (r->file) build_timing_cache_put(r->file, sig, tactic, ms);
+    gpu_tactic_note(r, node, sig, tactic, ms);
+}
+
+/* Returns KILN_OK also when the GPU run could not be made (a warning says why: the
+ * tactics are then timed at the engine's first run); errors only for out of memory. */
+static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_timing_cache *cache, build_stats *stats,
+                                    kiln_error *err) {
+    const ir_graph *g = m->graph;
+    /* the records are made once the session exists: its device passes (attention fusion,
+     * FP16 casts, build/passes) add and remove nodes of m, which is what the engine keeps */
+    gpu_tactic_rec rec = {cache, g, NULL, 0, 0, 0};
+    rt_tactic_cache tc = {gpu_tactic_get, gpu_tactic_put, &rec};
+    int32_t n = g->n_inputs;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    rt_value *vals = calloc((size_t)n + 1, sizeof *vals);
+    const rt_value **ptrs = calloc((size_t)n + 1, sizeof *ptrs);
+    rt_value *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    kiln_status st = names && vals && ptrs && outs ? KILN_OK : kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_error e = {0};
+    kiln_status run = KILN_OK;
+    int32_t fed = 0;
+    /* zero-filled inputs at the opt shape the last inference left on the values */
+    for (int32_t i = 0; st == KILN_OK && run == KILN_OK && i < n; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->init) continue; /* an initializer listed as input keeps its value */
+        int64_t dims[RT_MAX_RANK];
+        bool known = v->type.kind == IR_TYPE_TENSOR && v->type.rank >= 0 && v->type.rank <= RT_MAX_RANK &&
+                     v->type.dtype != KILN_DTYPE_STRING;
+        for (int32_t d = 0; known && d < v->type.rank; d++) {
+            known = v->type.dims[d].kind == IR_DIM_CONST;
+            dims[d] = v->type.dims[d].value;
+        }
+        if (!known) {
+            run = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "input '%s' has no fixed shape at the opt point", v->name);
+            break;
+        }
+        rt_value_init(&vals[fed]);
+        run = rt_tensor_alloc_zero(rt_value_as_tensor(&vals[fed]), v->type.dtype, v->type.rank, dims, &e);
+        names[fed] = v->name;
+        ptrs[fed] = &vals[fed];
+        fed++;
+    }
+    rt_session *sess = NULL;
+    if (st == KILN_OK && run == KILN_OK) {
+        rt_session_options so = rt_session_options_default();
+        so.backend = "cuda";
+        so.fp16 = (o->precision_flags & (ENGINE_PREC_FLAG_FP16 | ENGINE_PREC_FLAG_BEST)) != 0;
+        so.no_tf32 = (o->precision_flags & ENGINE_PREC_FLAG_NO_TF32) != 0;
+        so.workspace_bytes = o->workspace_limit;
+        so.quiet_fallback = true;
+        so.no_device_graph = true;
+        so.tactic_cache = &tc;
+        run = rt_session_create(m, &so, &sess, &e);
+        if (run == KILN_OK) {
+            rec.per_node = calloc((size_t)g->n_nodes + 1, sizeof(strbuf));
+            if (!rec.per_node) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            rec.n_per_node = rec.per_node ? g->n_nodes : 0;
+            for (int32_t i = 0; i < rec.n_per_node; i++) sb_init(&rec.per_node[i]);
+        }
+    }
+    if (st == KILN_OK && run == KILN_OK) run = rt_session_run(sess, names, ptrs, fed, outs, &e);
+    for (int32_t k = 0; run == KILN_OK && outs && k < g->n_outputs; k++) rt_value_release(&outs[k]);
+    rt_session_free(sess);
+    if (st == KILN_OK && run != KILN_OK)
+        warn(o, "GPU tactics were not timed during the build (%s); the engine times them at its first run",
+             kiln_err_msg(&e));
+    kiln_err_clear(&e);
+    /* each node carries its timings */
+    for (int32_t i = 0; st == KILN_OK && run == KILN_OK && i < rec.n_per_node && i < g->n_nodes; i++) {
+        if (!rec.per_node[i].len) continue;
+        ir_node *nd = &m->graph->nodes[i];
+        ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)nd->n_attrs + 1);
+        char *text = arena_strdup(&m->arena, sb_cstr(&rec.per_node[i]));
+        if (!na || !text) {
+            st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        int32_t k = 0;
+        for (int32_t j = 0; j < nd->n_attrs; j++)
+            if (strcmp(nd->attrs[j].name, RT_GPU_TACTICS_ATTR)) na[k++] = nd->attrs[j];
+        memset(&na[k], 0, sizeof na[k]);
+        na[k].name = RT_GPU_TACTICS_ATTR;
+        na[k].type = IR_ATTR_STRING;
+        na[k].s.data = text;
+        na[k].s.len = strlen(text);
+        na[k].doc = "";
+        nd->attrs = na;
+        nd->n_attrs = k + 1;
+    }
+    stats->timed += rec.timed;
+    stats->cache_hits += rec.hits;
+    for (int32_t i = 0; i < fed; i++) rt_value_release(&vals[i]);
+    for (int32_t i = 0; i < rec.n_per_node; i++) sb_free(&rec.per_node[i]);
+    free(rec.per_node), free(names), free(vals), free(ptrs), free(outs);
+    return st;
+}
+
 /* ---- the build ---------------------------------------------------------------------- */
 
 kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *diags, engine_plan **out,
@@ -423,8 +555,22 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
         sb_free(&w);
     }
     stats.nodes = model->graph->n_nodes;
-    st = choose_tactics(model, plan, o, use_cache ? &cache : NULL, &stats, err);
+    bool gpu = o->backend && !strcmp(o->backend, "cuda");
+    if (gpu && (!o->gpu_arch || !o->gpu_arch[0])) {
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "a cuda engine needs the GPU it is built for (build_options."
+                          "gpu_arch); none was given");
+        goto done;
+    }
+    if (o->backend && !gpu && strcmp(o->backend, "cpu")) {
+        st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "unknown backend '%s' (kiln builds engines for: cpu, cuda)",
+                          o->backend);
+        goto done;
+    }
+    build_options cpu_o = *o;
+    if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
+    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, err);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
+    if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);
     if (st != KILN_OK) goto done;
     if (use_cache && (cache.dirty || access(o->timing_cache, F_OK) != 0)) {
         kiln_error cerr = {0};
@@ -445,15 +591,23 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
 
     /* 5-6. metadata */
-    plan->header.backend = ENGINE_BACKEND_CPU;
+    plan->header.backend = gpu ? ENGINE_BACKEND_CUDA : ENGINE_BACKEND_CPU;
     plan->header.host_features = o->cpu_features;
     plan->header.required_features = engine_isa_features(o->cpu_features);
     plan->meta.kiln_version = KILN_VERSION_STRING;
     plan->meta.source_model = o->source_model ? arena_strdup(&plan->arena, o->source_model) : "";
     plan->meta.source_size = o->source_size;
     plan->meta.build_unix_time = (uint64_t)time(NULL);
-    plan->meta.backend_name = "cpu";
+    plan->meta.backend_name = gpu ? "cuda" : "cpu";
     plan->meta.gpu_arch = plan->meta.cuda_version = plan->meta.cublas_version = plan->meta.cudnn_version = "";
+    if (gpu) {
+        plan->meta.gpu_arch = arena_strdup(&plan->arena, o->gpu_arch);
+        plan->meta.cuda_version = arena_strdup(&plan->arena, o->cuda_version ? o->cuda_version : "");
+        plan->meta.cublas_version = arena_strdup(&plan->arena, o->cublas_version ? o->cublas_version : "");
+        plan->meta.cudnn_version = arena_strdup(&plan->arena, o->cudnn_version ? o->cudnn_version : "");
+        for (int32_t i = 0; i < plan->n_layers; i++)
+            plan->layers[i].tactic = "cuda: chosen on the GPU"; /* timed at the first run of each shape */
+    }
     plan->meta.precision_flags = o->precision_flags;
     plan->meta.workspace_limit = o->workspace_limit;
     plan->meta.build_threads = o->threads;

@@ -45,6 +45,13 @@ typedef struct build_options {
     /* warnings for the user ("input 'x' has dynamic dims ..."), one per line */
     void (*warn)(void *user, const char *msg);
     void *warn_user;
+    /* Appended: the backend the engine is for (NULL or "cpu": the CPU backend; "cuda": a
+     * GPU engine, which needs gpu_arch etc., the META strings of the GPU it is built on,
+     * from cuda_info_to_meta(cuda_info_query())). GPU engines skip CPU tactic timing:
+     * the CUDA backend chooses GEMM/convolution tactics on the GPU (at the first run of
+     * each shape, or from the timing cache). */
+    const char *backend;
+    const char *gpu_arch, *cuda_version, *cublas_version, *cudnn_version;
 } build_options;
 
 build_options build_options_default(void);

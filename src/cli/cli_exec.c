@@ -19,6 +19,7 @@
 
 #include "api/model_internal.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cuda/cuda_info.h"
 #include "build/builder.h"
 #include "build/profile.h"
 #include "cli/cli.h"
@@ -28,6 +29,7 @@
 #include "engine/context.h"
 #include "engine/engine.h"
 #include "ir/validate.h"
+#include "runtime/session.h"
 
 /* CPU time of the calling thread: on a loaded machine the wall time of a short phase
  * (engine load) is mostly waiting for a core; this says what the phase itself costs. */
@@ -64,7 +66,37 @@ typedef struct exec_state {
     strbuf json_layers; /* last per-layer profile */
     int threads;        /* per stream */
     uint8_t *owned_bytes; /* a built engine kept in memory (no --saveEngine) */
+    /* the cuda backend: the GPU here (have_gpu), or why there is none */
+    bool gpu;             /* the engine built or loaded is a cuda engine */
+    bool gpu_probed, have_gpu;
+    cuda_device_info gpu_info;
+    char gpu_missing[640];
 } exec_state;
+
+/* Looks for the GPU once (cuda_info_query): fills gpu_info, or says in gpu_missing why
+ * there is none (no CUDA in this build, no driver, no device). */
+static void probe_gpu(exec_state *s) {
+    if (s->gpu_probed) return;
+    s->gpu_probed = true;
+#if KILN_HAVE_CUDA
+    kiln_error e = {0};
+    if (cuda_info_query(s->f.device, &s->gpu_info, &e) == KILN_OK) {
+        s->have_gpu = true;
+    } else {
+        snprintf(s->gpu_missing, sizeof s->gpu_missing, "this machine has no usable NVIDIA GPU (%s)", kiln_err_msg(&e));
+    }
+    kiln_err_clear(&e);
+#else
+    snprintf(s->gpu_missing, sizeof s->gpu_missing,
+             "this kiln %s was built without the CUDA backend (CMake found no CUDA compiler)", KILN_VERSION_STRING);
+#endif
+}
+
+static void gpu_read_options(exec_state *s, engine_read_options *ro) {
+    probe_gpu(s);
+    ro->gpu = s->have_gpu ? &s->gpu_info : NULL;
+    ro->gpu_missing = s->have_gpu ? NULL : s->gpu_missing;
+}
 
 /* ---- diagnostics and warnings ------------------------------------------------------- */
 
@@ -213,6 +245,15 @@ static int build_from_onnx(exec_state *s) {
     o.source_size = file_size(f->onnx);
     o.progress = true;
     o.warn = warn_cb;
+    cuda_info_meta gm;
+    if (s->gpu) {
+        cuda_info_to_meta(&s->gpu_info, &gm);
+        o.backend = "cuda";
+        o.gpu_arch = gm.gpu_arch;
+        o.cuda_version = gm.cuda_version;
+        o.cublas_version = gm.cublas_version;
+        o.cudnn_version = gm.cudnn_version;
+    }
     ir_model *ir = m->ir;
     m->ir = NULL; /* the plan takes the graph over */
     kiln_model_free(m);
@@ -257,6 +298,7 @@ static int build_from_onnx(exec_state *s) {
     engine_read_options ro = {.cpu_features = cpu_features(),
                               .display_name = f->save_engine ? f->save_engine : "<built engine>",
                               .skip_weights_crc = !f->save_engine, .defer_weights_crc = true};
+    if (s->gpu) gpu_read_options(s, &ro);
     t0 = now_ms();
     double c0 = thread_cpu_ms();
     if (f->save_engine) st = engine_read_file(f->save_engine, &ro, &s->plan, &err);
@@ -284,6 +326,25 @@ static int load_engine(exec_state *s) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
     engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine, .defer_weights_crc = true};
+    /* which backend: read the header and META first (cheap), so a cuda engine is checked
+     * against this machine's GPU and a CPU engine never touches CUDA */
+    {
+        engine_read_options mo = {.metadata_only = true, .skip_compat = true, .display_name = f->load_engine};
+        engine_plan *mp = NULL;
+        if (engine_read_file(f->load_engine, &mo, &mp, &err) == KILN_OK) {
+            s->gpu = mp->header.backend == ENGINE_BACKEND_CUDA;
+            engine_plan_free(mp);
+        }
+        kiln_err_clear(&err); /* a broken file is reported by the full read below */
+        if (f->backend_set && s->gpu != !strcmp(f->backend, "cuda")) {
+            perf_log('E', "--backend=%s, but engine '%s' was built for the %s backend: an engine runs where it was "
+                          "built for. Leave --backend out, or rebuild: kiln exec --onnx=MODEL.onnx --backend=%s "
+                          "--saveEngine=%s", f->backend, f->load_engine, s->gpu ? "cuda" : "cpu", f->backend,
+                     f->load_engine);
+            return CLI_EXIT_FAILED;
+        }
+        if (s->gpu) gpu_read_options(s, &ro);
+    }
     double t0 = now_ms(), c0 = thread_cpu_ms();
     kiln_status st = engine_read_file(f->load_engine, &ro, &s->plan, &err);
     s->load_ms = now_ms() - t0;
@@ -453,6 +514,31 @@ static void snap_take(layer_snap *ls, engine_context *c) {
     ls->n_runs++;
 }
 
+/* All streams start timing together: each waits here after its warm-up (a stream still
+ * warming up, e.g. timing GPU tactics, would otherwise slow the others' timed runs and
+ * stretch the wall time). A stream whose thread could not start is dropped from it. */
+typedef struct warm_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int waiting, expected;
+} warm_gate;
+
+static void gate_wait(warm_gate *g) {
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    g->waiting++;
+    if (g->waiting >= g->expected) pthread_cond_broadcast(&g->cv);
+    while (g->waiting < g->expected) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_drop(warm_gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->expected--;
+    if (g->waiting >= g->expected) pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 typedef struct stream_job {
     exec_state *s;
     engine_context *ctx;
@@ -467,7 +553,23 @@ typedef struct stream_job {
     int32_t n_out;
     kiln_error err;
     kiln_status st;
+    bool gpu;            /* cuda engine: per-query H2D/compute/D2H from the executor's device events */
+    bool no_transfers;   /* --noDataTransfers: timed replays copy nothing */
+    warm_gate *gate;     /* shared by the streams running in parallel; NULL when alone */
 } stream_job;
+
+/* GPU queries: the phases of the run that just ended (a graph replay), or nothing when
+ * it ran node by node (then compute_ms stays the host time of the run). */
+static void query_phases(const stream_job *j, perf_query *q) {
+    if (!j->gpu) return;
+    uint64_t h = 0, c = 0, d = 0;
+    rt_executor_last_phase_ns(engine_context_executor(j->ctx), &h, &c, &d);
+    if (!c) return;
+    q->gpu_phases = true;
+    q->h2d_ms = (double)h / 1e6;
+    q->compute_ms = (double)c / 1e6;
+    q->d2h_ms = (double)d / 1e6;
+}
 
 static void *stream_main(void *arg) {
     stream_job *j = arg;
@@ -476,13 +578,17 @@ static void *stream_main(void *arg) {
         j->st = kiln_err_set(&j->err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    /* warm-up: at least one query */
+    /* warm-up: at least one query; on the GPU three (the first picks tactics and learns the
+     * shapes, the second records the CUDA graph, the third replays it) */
     double w0 = now_ms();
+    int warm = 0, min_warm = j->gpu ? 3 : 1;
     do {
         j->st = engine_context_run(j->ctx, j->in->names, j->in->ptrs, j->in->n, outs, &j->err);
         for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
         if (j->snap) snap_take(j->snap, j->ctx), j->snap->n_runs--; /* warm-up runs are not profiled */
-    } while (j->st == KILN_OK && now_ms() - w0 < j->warmup_ms);
+    } while (j->st == KILN_OK && (++warm < min_warm || now_ms() - w0 < j->warmup_ms));
+    gate_wait(j->gate); /* also after a failure, so the other streams do not wait forever */
+    if (j->no_transfers) rt_executor_set_transfers(engine_context_executor(j->ctx), false);
     double start = now_ms();
     while (j->st == KILN_OK && (j->n_q < j->target || now_ms() - start < j->duration_ms)) {
         if (j->n_q == j->cap_q) {
@@ -498,13 +604,28 @@ static void *stream_main(void *arg) {
         double t0 = now_ms();
         j->st = engine_context_run(j->ctx, j->in->names, j->in->ptrs, j->in->n, outs, &j->err);
         double t1 = now_ms();
-        j->q[j->n_q++] = (perf_query){t0 - j->t_origin, t1 - j->t_origin, t1 - t0, j->id};
+        perf_query pq;
+        memset(&pq, 0, sizeof pq);
+        pq.start_ms = t0 - j->t_origin;
+        pq.end_ms = t1 - j->t_origin;
+        pq.compute_ms = t1 - t0;
+        pq.stream = j->id;
+        if (j->st == KILN_OK) query_phases(j, &pq);
+        j->q[j->n_q++] = pq;
         if (j->snap) snap_take(j->snap, j->ctx);
         bool last = j->n_q >= j->target && now_ms() - start >= j->duration_ms;
         if (last && j->keep) {
             for (int32_t k = 0; k < j->n_out; k++) j->keep[k] = outs[k];
         } else {
             for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
+        }
+    }
+    if (j->no_transfers) {
+        /* the timed runs returned no outputs: one more run with copies for the kept ones */
+        rt_executor_set_transfers(engine_context_executor(j->ctx), true);
+        if (j->st == KILN_OK && j->keep) {
+            for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&j->keep[k]);
+            j->st = engine_context_run(j->ctx, j->in->names, j->in->ptrs, j->in->n, j->keep, &j->err);
         }
     }
     free(outs);
@@ -582,6 +703,60 @@ static void layer_profile_from_snap(exec_state *s, const layer_snap *ls, perf_la
     }
 }
 
+/* cuda engines: inputs in page-locked host memory (the backend's host_alloc), so their
+ * copies to the GPU are direct DMA without a staging copy (trtexec does the same). Stays
+ * pageable when the memory cannot be had. */
+static void pin_inputs(input_set *in) {
+    const rt_backend *be = rt_backend_cuda();
+    if (!be || !be->host_alloc || !be->host_free) return;
+    for (int32_t i = 0; i < in->n; i++) {
+        rt_tensor *t = &in->vals[i].t;
+        if (in->vals[i].kind != IR_TYPE_TENSOR || !t->data || !t->nbytes || t->dtype == KILN_DTYPE_STRING) continue;
+        void *p = NULL;
+        kiln_error e = {0};
+        if (be->host_alloc(NULL, t->nbytes, &p, &e) != KILN_OK) {
+            kiln_err_clear(&e);
+            return;
+        }
+        memcpy(p, t->data, (size_t)t->nbytes);
+        rt_tensor pinned = *t;
+        t->free_fn = NULL; /* release the heap copy only */
+        rt_tensor_release(t);
+        *t = pinned;
+        t->data = p;
+        t->flags = 0;
+        t->free_fn = be->host_free; /* host_free takes a NULL context (backend.h) */
+        t->free_ctx = NULL;
+    }
+}
+
+/* After a cuda run: whether graphs replay, and the device memory footprint. */
+static void report_gpu_state(stream_job *jobs, int ns) {
+    rt_executor *ex = engine_context_executor(jobs[0].ctx);
+    int gs = rt_executor_device_graph_state(ex);
+    int32_t hn = rt_executor_device_graph_host_nodes(ex);
+    if (gs == 1)
+        perf_log('I', "CUDA graph: each stream replays its recorded graph%s%.0d%s", hn ? " (" : "", hn,
+                 hn ? " shape nodes evaluated on the host once per input shape)" : "");
+    else
+        perf_log('W', "CUDA graph: not used (%s); runs go node by node, so H2D/D2H are not measured apart",
+                 rt_executor_device_graph_why(ex));
+    rt_session *ss = engine_context_session(jobs[0].ctx);
+    const rt_backend *be = rt_session_backend(ss);
+    if (!be->mem_report) return;
+    rt_device_mem m;
+    be->mem_report(rt_session_backend_ctx(ss), &m);
+    uint64_t w = 0;
+    for (int i = 0; i < ns; i++) w += rt_executor_device_weight_bytes(engine_context_executor(jobs[i].ctx));
+    uint64_t act = m.pool_used_peak > w ? m.pool_used_peak - w : 0;
+    double mib = 1024.0 * 1024.0;
+    perf_log('I', "Device memory: weights %.2f MiB, activations and I/O %.2f MiB (peak in use, minus weights), "
+                  "workspace %.2f MiB; %d context%s, total %.2f MiB; GPU %.2f of %.2f GiB free",
+             (double)w / mib, (double)act / mib, (double)m.workspace * ns / mib, ns, ns == 1 ? "" : "s",
+             (double)(m.pool_used_peak + m.workspace * (uint64_t)ns) / mib, (double)m.device_free / (mib * 1024),
+             (double)m.device_total / (mib * 1024));
+}
+
 static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
@@ -597,6 +772,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         sb_free(&desc);
         return st;
     }
+    if (s->gpu) pin_inputs(&in);
     perf_log('I', "=== Inference %s%d: %s ===", s->n_shapes > 1 ? "shape " : "run ", index, sb_cstr(&desc));
     bool want_profile = f->dump_profile || f->export_profile || f->json_report;
     bool inline_profile = want_profile && !f->separate_profile_run;
@@ -623,9 +799,12 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     int per_stream = (f->iterations + ns - 1) / ns;
     for (int i = 0; i < ns && st == KILN_OK; i++) {
         engine_context_options co = {.threads = s->threads, .profile = inline_profile,
-                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0};
+                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0,
+                                     .no_device_graph = f->no_cuda_graph, .quiet_fallback = i > 0};
         st = engine_context_create(s->plan, &co, &jobs[i].ctx, &err);
         if (st != KILN_OK) break;
+        jobs[i].gpu = s->gpu;
+        jobs[i].no_transfers = s->gpu && f->no_data_transfers;
         n_out = engine_context_n_outputs(jobs[i].ctx);
         jobs[i].s = s;
         jobs[i].in = &in;
@@ -642,13 +821,28 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         double origin = now_ms();
         for (int i = 0; i < ns; i++) jobs[i].t_origin = origin;
         bool *started = calloc((size_t)ns, sizeof *started);
-        for (int i = 1; i < ns; i++) started[i] = pthread_create(&th[i], NULL, stream_main, &jobs[i]) == 0;
+        warm_gate gate;
+        pthread_mutex_init(&gate.mu, NULL);
+        pthread_cond_init(&gate.cv, NULL);
+        gate.waiting = 0;
+        gate.expected = ns;
+        for (int i = 0; i < ns && ns > 1; i++) jobs[i].gate = &gate;
+        for (int i = 1; i < ns; i++) {
+            bool ok = started && pthread_create(&th[i], NULL, stream_main, &jobs[i]) == 0;
+            if (started) started[i] = ok;
+            if (!ok) {
+                jobs[i].gate = NULL; /* runs alone after the others */
+                gate_drop(&gate);
+            }
+        }
         stream_main(&jobs[0]);
         for (int i = 1; i < ns; i++) {
-            if (started[i]) pthread_join(th[i], NULL);
+            if (started && started[i]) pthread_join(th[i], NULL);
             else stream_main(&jobs[i]);
         }
         free(started);
+        pthread_cond_destroy(&gate.cv);
+        pthread_mutex_destroy(&gate.mu);
         for (int i = 0; i < ns && st == KILN_OK; i++)
             if (jobs[i].st != KILN_OK) {
                 st = jobs[i].st;
@@ -693,10 +887,17 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
             all[i].end_ms -= first;
         }
         double wall = last - first;
-        perf_log('I', "Timing: %d queries on %d stream%s, %d thread%s each, %g ms warm-up", total, ns, ns == 1 ? "" : "s",
-                 s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
+        if (s->gpu)
+            perf_log('I', "Timing: %d queries on %d stream%s (one context, CUDA stream and graph each), %g ms warm-up%s",
+                     total, ns, ns == 1 ? "" : "s", f->warmup_ms,
+                     f->no_data_transfers ? ", no data transfers" : "");
+        else
+            perf_log('I', "Timing: %d queries on %d stream%s, %d thread%s each, %g ms warm-up", total, ns,
+                     ns == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
         perf_print_averages(all, total, f->avg_runs);
-        perf_summary_opts so = {f->percentiles, f->n_percentiles, true, ns, s->threads, 5.0};
+        if (s->gpu) report_gpu_state(jobs, ns);
+        perf_summary_opts so = {f->percentiles, f->n_percentiles, !s->gpu, ns, s->threads, s->gpu ? 1.0 : 5.0,
+                                s->gpu && f->no_data_transfers};
         perf_stats lat, comp;
         double qps;
         perf_print_summary(all, total, wall, &so, &lat, &comp, &qps);
@@ -720,6 +921,29 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         perf_stats_json(&lat, f->percentiles, j);
         sb_append(j, ", \"compute_ms\": ");
         perf_stats_json(&comp, f->percentiles, j);
+        if (s->gpu) {
+            /* the replays' copies (device events); null when some query ran node by node */
+            double *h = malloc(sizeof *h * (size_t)(total ? total : 1)), *d = malloc(sizeof *d * (size_t)(total ? total : 1));
+            bool phased = h && d && total > 0;
+            for (int q = 0; phased && q < total; q++) {
+                phased = all[q].gpu_phases;
+                h[q] = all[q].h2d_ms;
+                d[q] = all[q].d2h_ms;
+            }
+            perf_stats hs, ds;
+            if (phased) {
+                perf_compute(h, total, f->percentiles, f->n_percentiles, &hs);
+                perf_compute(d, total, f->percentiles, f->n_percentiles, &ds);
+                sb_append(j, ", \"h2d_ms\": ");
+                perf_stats_json(&hs, f->percentiles, j);
+                sb_append(j, ", \"d2h_ms\": ");
+                perf_stats_json(&ds, f->percentiles, j);
+            } else {
+                sb_append(j, ", \"h2d_ms\": null, \"d2h_ms\": null");
+            }
+            sb_printf(j, ", \"no_data_transfers\": %s", f->no_data_transfers ? "true" : "false");
+            free(h), free(d);
+        }
         sb_append(j, "}");
         free(all);
     }
@@ -727,7 +951,8 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     if (st == KILN_OK && want_profile && f->separate_profile_run) {
         engine_context *pc = NULL;
         engine_context_options co = {.threads = s->threads, .profile = true,
-                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0};
+                                     .profile_index = f->profile_index > 0 ? f->profile_index : 0,
+                                     .quiet_fallback = true};
         st = engine_context_create(s->plan, &co, &pc, &err);
         rt_value *outs = calloc((size_t)(n_out ? n_out : 1), sizeof *outs);
         for (int r = 0; st == KILN_OK && r <= f->iterations; r++) {
@@ -796,13 +1021,37 @@ static void precision_notes(const exec_flags *f) {
     if (f->no_tf32) perf_log('I', "--noTF32: the CPU backend never uses TF32; nothing to change.");
 }
 
+/* GPU runtime flags: what they do here, or that they do nothing on the CPU backend. */
+static void gpu_flag_notes(exec_state *s) {
+    const exec_flags *f = &s->f;
+    const char *names[4] = {"--noDataTransfers", "--useCudaGraph", "--noCudaGraph", "--useSpinWait"};
+    bool on[4] = {f->no_data_transfers, f->use_cuda_graph, f->no_cuda_graph, f->use_spin_wait};
+    for (int i = 0; i < 4; i++) {
+        if (!on[i]) continue;
+        if (!s->gpu)
+            perf_log('W', "%s: a TensorRT/GPU option with no meaning on kiln's CPU backend; ignored", names[i]);
+        else if (i == 3)
+            perf_log('W', "--useSpinWait: kiln waits for the GPU with a blocking synchronize; ignored");
+    }
+    if (s->gpu && f->no_data_transfers && f->no_cuda_graph)
+        perf_log('W', "--noDataTransfers with --noCudaGraph: node-by-node runs copy their inputs and outputs "
+                      "anyway; only graph replays can leave them out");
+}
+
 static void write_json_report(exec_state *s, bool passed) {
     exec_flags *f = &s->f;
     strbuf j;
     sb_init(&j);
     sb_printf(&j, "{\n  \"kiln\": \"%s\",\n  \"command\": ", KILN_VERSION_STRING);
     sb_json_string(&j, sb_cstr(&f->command), f->command.len);
-    sb_printf(&j, ",\n  \"passed\": %s,\n  \"backend\": \"cpu\",\n", passed ? "true" : "false");
+    sb_printf(&j, ",\n  \"passed\": %s,\n  \"backend\": \"%s\",\n", passed ? "true" : "false", s->gpu ? "cuda" : "cpu");
+    if (s->gpu && s->have_gpu) {
+        char d[512];
+        sb_append(&j, "  \"gpu\": ");
+        cuda_info_describe(&s->gpu_info, d, sizeof d);
+        sb_json_string(&j, d, strlen(d));
+        sb_append(&j, ",\n");
+    }
     if (s->built) {
         sb_printf(&j, "  \"build\": {\"seconds\": %.6f, \"nodes\": %d, \"tactics_timed\": %d, \"timing_cache_hits\": %d, "
                       "\"max_scratch_bytes\": %" PRIu64 ", \"workspace_limit_bytes\": %" PRIu64 "},\n",
@@ -890,14 +1139,31 @@ int cli_exec(int argc, char **argv) {
         perf_log('W', "%.*s", len, p);
         p += len + (nl ? 1 : 0);
     }
-    if (!strcmp(f->backend, "cuda")) {
-        perf_log('E', "--backend=cuda: this kiln has no CUDA backend yet (backends available: cpu). Run with "
-                      "--backend=cpu, or leave --backend out.");
-        return finish(&s, CLI_EXIT_FAILED);
+    if (f->onnx && !strcmp(f->backend, "cuda")) {
+        /* building for the GPU needs one here: its architecture and library versions go
+         * into the engine, and the CUDA backend picks tactics on it */
+        s.gpu = true;
+        probe_gpu(&s);
+        if (!s.have_gpu) {
+            perf_log('E', "--backend=cuda: %s. Build and run GPU engines on a machine with an NVIDIA GPU and a kiln "
+                          "built with CUDA (scripts/build.sh build -DKILN_CUDA=ON), or use --backend=cpu.",
+                     s.gpu_missing);
+            return finish(&s, CLI_EXIT_FAILED);
+        }
     }
-    if (f->device != 0)
+    if (f->load_engine) {
+        /* the engine says where it runs; peek before printing the options */
+        engine_read_options mo = {.metadata_only = true, .skip_compat = true, .display_name = f->load_engine};
+        engine_plan *mp = NULL;
+        kiln_error pe = {0};
+        if (engine_read_file(f->load_engine, &mo, &mp, &pe) == KILN_OK) s.gpu = mp->header.backend == ENGINE_BACKEND_CUDA;
+        engine_plan_free(mp);
+        kiln_err_clear(&pe);
+    }
+    gpu_flag_notes(&s);
+    if (f->device != 0 && !s.gpu)
         perf_log('W', "--device=%d: device indices select GPUs; the CPU backend runs on this machine's CPUs.", f->device);
-    precision_notes(f);
+    if (!s.gpu) precision_notes(f);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
     s.threads = f->threads ? f->threads : (int)(ncpu / f->streams > 0 ? ncpu / f->streams : 1);
@@ -905,12 +1171,25 @@ int cli_exec(int argc, char **argv) {
     perf_log('I', "Format: %s", f->onnx ? "ONNX" : "kiln engine");
     perf_log('I', "Model: %s", f->onnx ? f->onnx : f->load_engine);
     perf_log('I', "=== Build Options ===");
-    perf_log('I', "Backend: cpu");
+    perf_log('I', "Backend: %s", s.gpu ? "cuda" : "cpu");
     if (f->workspace_set) perf_log('I', "Workspace: %g MiB", (double)f->workspace_bytes / (1 << 20));
-    else perf_log('I', "Workspace: unlimited");
-    perf_log('I', "Precision: FP32");
+    else perf_log('I', s.gpu ? "Workspace: the cuda backend's default (256 MiB per context)" : "Workspace: unlimited");
+    if (!s.gpu) perf_log('I', "Precision: FP32");
+    else if (f->onnx)
+        perf_log('I', "Precision: %s", f->fp16 || f->best ? "FP16 GEMM/convolution operands, FP32 accumulation and "
+                                                             "activations" : f->no_tf32 ? "FP32 (no TF32)"
+                                                                                        : "FP32 with TF32 tensor cores");
     perf_log('I', "=== Inference Options ===");
-    perf_log('I', "Streams: %d, threads per stream: %d", f->streams, s.threads);
+    if (s.gpu)
+        perf_log('I', "Streams: %d (one context, CUDA stream and CUDA graph each)%s%s", f->streams,
+                 f->no_cuda_graph ? ", CUDA graphs off" : "", f->no_data_transfers ? ", no data transfers" : "");
+    else
+        perf_log('I', "Streams: %d, threads per stream: %d", f->streams, s.threads);
+    if (s.gpu && s.have_gpu) {
+        char d[512];
+        perf_log('I', "=== Device Information ===");
+        perf_log('I', "Selected Device: %s", cuda_info_describe(&s.gpu_info, d, sizeof d));
+    }
     perf_log('I', "Iterations: %d, Duration: %gs, Warm up: %gms", f->iterations, f->duration_s, f->warmup_ms);
 
     kiln_error err = {0};

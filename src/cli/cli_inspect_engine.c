@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cuda/cuda_info.h"
 #include "build/tactics.h"
 #include "cli/cli.h"
 #include "core/strbuf.h"
@@ -70,6 +71,30 @@ static const char *prec_flags_str(uint32_t f, char *buf, size_t n) {
     return buf;
 }
 
+static const char *ver3(int v, char *buf, size_t n) {
+    if (v <= 0) snprintf(buf, n, "none");
+    else snprintf(buf, n, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    return buf;
+}
+
+/* "gpu         NVIDIA H200 (sm_90); built with CUDA runtime 13.0 (driver 13.0), cuBLAS ..." */
+static void gpu_text(strbuf *sb, const engine_meta *m) {
+    cuda_device_info g;
+    kiln_error e = {0};
+    if (cuda_info_from_meta(m->gpu_arch, m->cuda_version, m->cublas_version, m->cudnn_version, &g, &e) != KILN_OK) {
+        sb_printf(sb, "gpu         (unreadable: %s) gpu_arch '%s', cuda_version '%s', cublas_version '%s', "
+                      "cudnn_version '%s'\n", kiln_err_msg(&e), m->gpu_arch, m->cuda_version, m->cublas_version,
+                  m->cudnn_version);
+        kiln_err_clear(&e);
+        return;
+    }
+    char a[32], b[32];
+    sb_printf(sb, "gpu         %s (sm_%d%d); built with CUDA runtime %d.%d (driver %d.%d), cuBLAS %s, cuDNN %s\n",
+              g.name, g.cc_major, g.cc_minor, g.runtime_version / 1000, (g.runtime_version % 1000) / 10,
+              g.driver_version / 1000, (g.driver_version % 1000) / 10, ver3(g.cublas_version, a, sizeof a),
+              ver3(g.cudnn_version, b, sizeof b));
+}
+
 int cli_inspect_engine(const char *path, bool json) {
     uint64_t here = cpu_features();
     engine_read_options o = {.metadata_only = true, .skip_compat = true, .cpu_features = here, .display_name = path};
@@ -80,8 +105,23 @@ int cli_inspect_engine(const char *path, bool json) {
         kiln_err_clear(&err);
         return CLI_EXIT_FAILED;
     }
-    /* would it load here? the same check a real load does */
+    /* would it load here? the same check a real load does (for a cuda engine, against
+     * this machine's GPU) */
     engine_read_options full = {.metadata_only = true, .cpu_features = here, .display_name = path};
+    cuda_device_info gpu_here;
+    char gpu_missing[600] = "";
+    if (p->header.backend == ENGINE_BACKEND_CUDA) {
+#if KILN_HAVE_CUDA
+        kiln_error ge = {0};
+        if (cuda_info_query(0, &gpu_here, &ge) == KILN_OK) full.gpu = &gpu_here;
+        else snprintf(gpu_missing, sizeof gpu_missing, "this machine has no usable NVIDIA GPU (%s)", kiln_err_msg(&ge));
+        kiln_err_clear(&ge);
+#else
+        (void)gpu_here;
+        snprintf(gpu_missing, sizeof gpu_missing, "this kiln was built without the CUDA backend");
+#endif
+        if (gpu_missing[0]) full.gpu_missing = gpu_missing;
+    }
     engine_plan *q = NULL;
     kiln_error cerr = {0};
     bool loads = engine_read_file(path, &full, &q, &cerr) == KILN_OK;
@@ -113,6 +153,13 @@ int cli_inspect_engine(const char *path, bool json) {
         json_str(&sb, pf);
         sb_printf(&sb, ", \"workspace_limit_bytes\": %" PRIu64 ", \"build_threads\": %d, \"timing_cache_used\": %s",
                   m->workspace_limit, m->build_threads, m->build_flags & ENGINE_BUILD_TIMING_CACHE ? "true" : "false");
+        /* the GPU a cuda engine was built on (empty strings for CPU engines) */
+        const char *gk[4] = {"gpu_arch", "cuda_version", "cublas_version", "cudnn_version"};
+        const char *gv[4] = {m->gpu_arch, m->cuda_version, m->cublas_version, m->cudnn_version};
+        for (int k = 0; k < 4; k++) {
+            sb_printf(&sb, ", \"%s\": ", gk[k]);
+            json_str(&sb, gv[k] ? gv[k] : "");
+        }
         sb_append(&sb, ", \"inputs\": ");
         json_io(&sb, p->inputs, p->n_inputs);
         sb_append(&sb, ", \"outputs\": ");
@@ -163,6 +210,7 @@ int cli_inspect_engine(const char *path, bool json) {
         sb_printf(&sb, "engine      kiln engine format %u, built by kiln %s on %s in %.2f s\n", h->format_version,
                   m->kiln_version, ts, m->build_seconds);
         sb_printf(&sb, "backend     %s, for %s\n", engine_backend_name(h->backend), req);
+        if (h->backend == ENGINE_BACKEND_CUDA) gpu_text(&sb, m);
         if (loads) sb_printf(&sb, "this host   compatible (%s)\n", host);
         else sb_printf(&sb, "this host   NOT loadable here: %s\n", kiln_err_msg(&cerr));
         sb_printf(&sb, "model       %s\n", *m->source_model ? m->source_model : "(unknown)");

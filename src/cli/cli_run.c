@@ -88,9 +88,17 @@ static void prof_cb(const rt_node_profile *p, void *user) {
  * normally 0). */
 static kiln_status check_graph(rt_session *s, const char **names, const rt_value **ptrs, rt_value *vals,
                                int32_t n_feed, int32_t n_out, kiln_error *e) {
-    for (int32_t i = 0; i < n_feed; i++)
-        if (vals[i].t.dtype == KILN_DTYPE_FLOAT && vals[i].t.device == RT_MEM_HOST)
-            for (uint64_t k = 0; k < vals[i].t.count; k++) ((float *)vals[i].t.data)[k] *= 0.5f;
+    /* integer inputs are halved too (token ids stay in range, a mask of ones becomes
+     * zeros), so models fed only ids (BERT) also see new data */
+    for (int32_t i = 0; i < n_feed; i++) {
+        rt_tensor *t = &vals[i].t;
+        if (t->device != RT_MEM_HOST || !t->data) continue;
+        for (uint64_t k = 0; k < t->count; k++) {
+            if (t->dtype == KILN_DTYPE_FLOAT) ((float *)t->data)[k] *= 0.5f;
+            else if (t->dtype == KILN_DTYPE_INT64) ((int64_t *)t->data)[k] /= 2;
+            else if (t->dtype == KILN_DTYPE_INT32) ((int32_t *)t->data)[k] /= 2;
+        }
+    }
     rt_value *a = calloc((size_t)n_out + 1, sizeof *a), *b = calloc((size_t)n_out + 1, sizeof *b);
     if (!a || !b) {
         free(a), free(b);
@@ -173,7 +181,9 @@ int cli_run(int argc, char **argv) {
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
     so.profile = profile;
-    so.record_sizes = true; /* for the memory line: planned arena vs lower bound */
+    /* for the memory line (planned arena vs lower bound); per-node size accounting would
+     * keep a device executor from recording CUDA graphs, so not on cuda */
+    so.record_sizes = strcmp(backend, "cuda") != 0;
     so.backend = backend;
     so.no_tf32 = no_tf32;
     so.fp16 = fp16;
@@ -275,12 +285,26 @@ int cli_run(int argc, char **argv) {
             printf("cuda graph: replayed; mean of %d runs: h2d %.3f ms, compute %.3f ms, d2h %.3f ms (device "
                    "events)\n", ph_n, ph_n ? ph_sum[0] / ph_n : 0, ph_n ? ph_sum[1] / ph_n : 0,
                    ph_n ? ph_sum[2] / ph_n : 0);
+            int32_t hn = rt_executor_device_graph_host_nodes(ex);
+            if (hn)
+                printf("cuda graph: %d shape node%s evaluated on the host once per input shape, their values "
+                       "constants of the graph\n", (int)hn, hn == 1 ? "" : "s");
             if (check_graph(s, names, ptrs, vals, n_feed, n_out, &e) != KILN_OK) {
                 fprintf(stderr, "kiln run: cuda graph check: %s\n", kiln_err_msg(&e));
                 goto done;
             }
         } else {
             printf("cuda graph: not used (%s)\n", rt_executor_device_graph_why(ex));
+        }
+        const rt_backend *be = rt_session_backend(s);
+        if (be->mem_report) {
+            rt_device_mem dm;
+            be->mem_report(rt_session_backend_ctx(s), &dm);
+            uint64_t w = rt_executor_device_weight_bytes(ex);
+            uint64_t act = dm.pool_used_peak > w ? dm.pool_used_peak - w : 0;
+            printf("device memory: weights %.2f MiB, activations and I/O %.2f MiB (peak in use, minus weights), "
+                   "workspace %.2f MiB; total %.2f MiB\n", (double)w / (1 << 20), (double)act / (1 << 20),
+                   (double)dm.workspace / (1 << 20), (double)(dm.pool_used_peak + dm.workspace) / (1 << 20));
         }
     }
     {

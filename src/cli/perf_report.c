@@ -78,13 +78,31 @@ void perf_print_summary(const perf_query *q, int n, double wall_ms, const perf_s
         free(comp);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        lat[i] = q[i].end_ms - q[i].start_ms;
-        comp[i] = q[i].compute_ms;
+    /* GPU: trtexec's Latency is H2D + GPU compute + D2H of the query; Enqueue Time is the
+     * host time of the call (kiln's runs return with the outputs on the host, so it
+     * includes the wait) */
+    double *enq = malloc(sizeof *enq * (size_t)(n ? n : 1));
+    double *h2d = malloc(sizeof *h2d * (size_t)(n ? n : 1));
+    double *d2h = malloc(sizeof *d2h * (size_t)(n ? n : 1));
+    if (!enq || !h2d || !d2h) {
+        free(lat), free(comp), free(enq), free(h2d), free(d2h);
+        return;
     }
-    perf_stats ls, cs;
+    int n_phased = 0;
+    for (int i = 0; i < n; i++) {
+        enq[i] = q[i].end_ms - q[i].start_ms;
+        lat[i] = !o->cpu && q[i].gpu_phases ? q[i].h2d_ms + q[i].compute_ms + q[i].d2h_ms : enq[i];
+        comp[i] = q[i].compute_ms;
+        h2d[i] = q[i].h2d_ms;
+        d2h[i] = q[i].d2h_ms;
+        n_phased += q[i].gpu_phases;
+    }
+    perf_stats ls, cs, es, hs, ds;
     perf_compute(lat, n, o->pcts, o->n_pct, &ls);
     perf_compute(comp, n, o->pcts, o->n_pct, &cs);
+    perf_compute(enq, n, o->pcts, o->n_pct, &es);
+    perf_compute(h2d, n, o->pcts, o->n_pct, &hs);
+    perf_compute(d2h, n, o->pcts, o->n_pct, &ds);
     double qps = wall_ms > 0 ? n / (wall_ms / 1000.0) : 0;
     perf_log('I', "=== Performance summary ===");
     perf_log('I', "Throughput: %g qps", qps);
@@ -98,8 +116,21 @@ void perf_print_summary(const perf_query *q, int n, double wall_ms, const perf_s
                  o->threads, o->threads == 1 ? "" : "s");
         perf_log('I', "D2H Latency: not applicable on the CPU backend (outputs are written where they are read)");
     } else {
-        stats_line("Enqueue Time", &cs, o->pcts, "ms");
+        stats_line("Enqueue Time", &es, o->pcts, "ms");
+        if (o->no_transfers && n_phased == n)
+            perf_log('I', "H2D Latency: not measured (--noDataTransfers: the timed runs copy no inputs)");
+        else if (n_phased == n)
+            stats_line("H2D Latency", &hs, o->pcts, "ms");
+        else
+            perf_log('I', "H2D Latency: included in GPU Compute Time (%d of %d queries ran node by node, copies "
+                          "interleaved with the layers; see the CUDA graph line above)", n - n_phased, n);
         stats_line("GPU Compute Time", &cs, o->pcts, "ms");
+        if (o->no_transfers && n_phased == n)
+            perf_log('I', "D2H Latency: not measured (--noDataTransfers: the timed runs copy no outputs)");
+        else if (n_phased == n)
+            stats_line("D2H Latency", &ds, o->pcts, "ms");
+        else
+            perf_log('I', "D2H Latency: included in GPU Compute Time (node-by-node runs)");
     }
     perf_log('I', "Total Host Walltime: %g s", wall_ms / 1000.0);
     perf_log('I', "Total GPU Compute Time: %g s%s", cs.sum / 1000.0, o->cpu ? " (CPU compute time, all streams)" : "");
@@ -123,16 +154,28 @@ void perf_print_summary(const perf_query *q, int n, double wall_ms, const perf_s
     perf_log('I', "Explanations of the performance metrics are printed in the verbose logs.");
     perf_log('V', "=== Explanations of the performance metrics ===");
     perf_log('V', "Total Host Walltime: the host walltime from when the first query (after warmups) starts to when the last query is completed.");
-    perf_log('V', "GPU Compute Time: on the CPU backend, the time the engine spends computing one query.");
-    perf_log('V', "Total GPU Compute Time: the sum of the compute time of all queries.");
-    perf_log('V', "Throughput: the number of queries divided by the Total Host Walltime.");
-    perf_log('V', "Enqueue Time: on the CPU backend runs are synchronous, so this equals the compute time.");
-    perf_log('V', "Latency: the time of one query, from handing inputs over to having outputs.");
+    if (o->cpu) {
+        perf_log('V', "GPU Compute Time: on the CPU backend, the time the engine spends computing one query.");
+        perf_log('V', "Total GPU Compute Time: the sum of the compute time of all queries.");
+        perf_log('V', "Throughput: the number of queries divided by the Total Host Walltime.");
+        perf_log('V', "Enqueue Time: on the CPU backend runs are synchronous, so this equals the compute time.");
+        perf_log('V', "Latency: the time of one query, from handing inputs over to having outputs.");
+    } else {
+        perf_log('V', "GPU Compute Time: the GPU time of the recorded CUDA graph of one query (device events).");
+        perf_log('V', "Total GPU Compute Time: the sum of the GPU Compute Time of all queries.");
+        perf_log('V', "Throughput: the number of queries divided by the Total Host Walltime.");
+        perf_log('V', "Enqueue Time: the host time of one run call; kiln's runs return with the outputs on the host, "
+                      "so it includes waiting for the GPU.");
+        perf_log('V', "H2D Latency: the time of the input copies of one query (page-locked host buffers).");
+        perf_log('V', "D2H Latency: the time of the output copies of one query (page-locked host buffers).");
+        perf_log('V', "Latency: H2D Latency + GPU Compute Time + D2H Latency of one query.");
+    }
     if (lat_out) *lat_out = ls;
     if (comp_out) *comp_out = cs;
     if (qps_out) *qps_out = qps;
     free(lat);
     free(comp);
+    free(enq), free(h2d), free(d2h);
 }
 
 void perf_print_averages(const perf_query *q, int n, int avg_runs) {
@@ -153,13 +196,18 @@ bool perf_export_times(const char *path, const perf_query *q, int n) {
     if (!f) return false;
     fprintf(f, "[");
     for (int i = 0; i < n; i++) {
-        double s = q[i].start_ms, e = q[i].end_ms, cs = e - q[i].compute_ms;
+        double s = q[i].start_ms, e = q[i].end_ms;
+        double h = q[i].gpu_phases ? q[i].h2d_ms : 0, d = q[i].gpu_phases ? q[i].d2h_ms : 0;
+        /* phases laid end to end, ending with the query: [h2d][compute][d2h] */
+        double d2h_s = e - d, cs = d2h_s - q[i].compute_ms, h2d_s = cs - h;
+        if (h2d_s < s) h2d_s = s;
         fprintf(f,
                 "%s\n  { \"startEnqMs\" : %.6f, \"endEnqMs\" : %.6f, \"startH2DMs\" : %.6f, \"endH2DMs\" : %.6f, "
                 "\"startComputeMs\" : %.6f, \"endComputeMs\" : %.6f, \"startD2HMs\" : %.6f, \"endD2HMs\" : %.6f, "
-                "\"h2dMs\" : 0, \"computeMs\" : %.6f, \"d2hMs\" : 0, \"latencyMs\" : %.6f, \"endToEndMs\" : %.6f, "
-                "\"stream\" : %d }",
-                i ? "," : "", cs, e, s, cs, cs, e, e, e, q[i].compute_ms, e - s, e - s, q[i].stream);
+                "\"h2dMs\" : %.6f, \"computeMs\" : %.6f, \"d2hMs\" : %.6f, \"latencyMs\" : %.6f, "
+                "\"endToEndMs\" : %.6f, \"stream\" : %d }",
+                i ? "," : "", s, e, h2d_s, cs, cs, d2h_s, d2h_s, e, h, q[i].compute_ms, d,
+                q[i].gpu_phases ? h + q[i].compute_ms + d : e - s, e - s, q[i].stream);
     }
     fprintf(f, "\n]\n");
     return fclose(f) == 0;

@@ -36,6 +36,11 @@ typedef struct perf_query {
     double start_ms, end_ms;   /* the whole query (latency) */
     double compute_ms;         /* time inside the engine's run */
     int stream;
+    /* GPU (appended): the query's copies, from device events around a graph replay;
+     * gpu_phases false when the run was not a replay (node by node: the copies are
+     * interleaved with the nodes and compute_ms is the host time of the whole run). */
+    double h2d_ms, d2h_ms;
+    bool gpu_phases;
 } perf_query;
 
 /* Logging in trtexec's format: level 'I', 'W', 'E', 'V'. Verbose lines print only when
@@ -54,6 +59,8 @@ typedef struct perf_summary_opts {
     int streams;
     int threads;
     double cov_warn_percent; /* warn above this coefficient of variance */
+    /* GPU (appended, when !cpu): runs were timed without data transfers (--noDataTransfers) */
+    bool no_transfers;
 } perf_summary_opts;
 
 /* Prints the === Performance summary === block for the queries; returns the stats of

@@ -24,14 +24,15 @@ static const char *const known_flags[] = {
     "--duration", "--avgRuns", "--percentile", "--infStreams", "--streams", "--threads", "--loadInputs",
     "--exportOutput", "--exportTimes", "--exportProfile", "--dumpProfile", "--dumpOutput",
     "--separateProfileRun", "--timingCacheFile", "--verbose", "--device", "--noTF32", "--fp16", "--int8",
-    "--best", "--bf16", "--calib", "--backend", "--json", "--help",
+    "--best", "--bf16", "--calib", "--backend", "--json", "--help", "--noDataTransfers", "--useCudaGraph",
+    "--noCudaGraph", "--useSpinWait",
 };
 #define N_KNOWN ((int)(sizeof known_flags / sizeof known_flags[0]))
 
 /* trtexec flags that are about GPUs, TensorRT internals or plugins: accepted (so pasted
  * commands run) with a note that they do not apply to kiln's CPU backend. */
 static const char *const gpu_only_flags[] = {
-    "--useCudaGraph", "--useSpinWait", "--noDataTransfers", "--useManagedMemory", "--explicitBatch",
+    "--useManagedMemory", "--explicitBatch",
     "--inputIOFormats", "--outputIOFormats", "--sparsity", "--useDLACore", "--allowGPUFallback",
     "--builderOptimizationLevel", "--profilingVerbosity", "--noBuilderCache", "--tacticSources",
     "--layerPrecisions", "--layerOutputTypes", "--precisionConstraints", "--directIO", "--restricted",
@@ -244,6 +245,10 @@ int exec_flags_parse(int argc, char **argv, exec_flags *f, bool *help, strbuf *e
         BOOL_FLAG("--int8", int8)
         BOOL_FLAG("--best", best)
         BOOL_FLAG("--bf16", bf16)
+        BOOL_FLAG("--noDataTransfers", no_data_transfers)
+        BOOL_FLAG("--useCudaGraph", use_cuda_graph)
+        BOOL_FLAG("--noCudaGraph", no_cuda_graph)
+        BOOL_FLAG("--useSpinWait", use_spin_wait)
 #undef BOOL_FLAG
         if (!strcmp(name, "--onnx")) {
             NEED_VALUE("--onnx=model.onnx");
@@ -334,6 +339,7 @@ int exec_flags_parse(int argc, char **argv, exec_flags *f, bool *help, strbuf *e
             if (strcmp(v, "cpu") && strcmp(v, "cuda"))
                 return fail(err, "--backend: unknown backend '%s' (kiln has: cpu, cuda)", v);
             f->backend = v;
+            f->backend_set = true;
         } else {
             for (int k = 0; k < N_GPU_ONLY; k++)
                 if (!strcmp(name, gpu_only_flags[k])) {
@@ -354,6 +360,9 @@ int exec_flags_parse(int argc, char **argv, exec_flags *f, bool *help, strbuf *e
         return fail(err, "--onnx and --loadEngine both given: pass one (build from ONNX, or load a saved engine)");
     if (f->load_engine && f->has_profile_flags)
         return fail(err, "--minShapes/--optShapes/--maxShapes apply when building; with --loadEngine the engine's profiles are fixed (use --shapes to pick the run shape)");
+    if (f->use_cuda_graph && f->no_cuda_graph)
+        return fail(err, "--useCudaGraph and --noCudaGraph contradict each other: give one (graphs are on by default "
+                         "on the cuda backend)");
     if (f->load_engine && f->save_engine)
         sb_append(&f->notes, "--saveEngine with --loadEngine: the loaded engine is saved again unchanged\n");
     return 0;
@@ -369,7 +378,10 @@ void exec_print_help(void) {
         "  --onnx=FILE              ONNX model to build from\n"
         "  --saveEngine=FILE        save the built engine\n"
         "  --loadEngine=FILE        load a saved engine instead of building\n"
-        "  --backend=cpu|cuda       where to run (default cpu)\n"
+        "  --backend=cpu|cuda       where to run (default cpu; a loaded engine runs where it was built for)\n"
+        "  --noDataTransfers        cuda: leave the H2D/D2H copies out of the timed runs\n"
+        "  --useCudaGraph / --noCudaGraph  cuda: record each run once as a CUDA graph and replay it\n"
+        "                           (default) / run node by node\n"
         "Shapes and profiles:\n"
         "  --shapes=spec            run shape (name:1x3x224x224,...); repeat the flag, or separate\n"
         "                           groups with ';', to benchmark several shapes in one run\n"
@@ -384,6 +396,7 @@ void exec_print_help(void) {
         "Inference:\n"
         "  --iterations=N (10) --warmUp=MS (200) --duration=S (3) --avgRuns=N (10)\n"
         "  --percentile=P[,P...] (90,95,99)  --infStreams=N (--streams) parallel contexts\n"
+        "                           (cuda: each on its own stream, with its own graph)\n"
         "  --threads=N              CPU worker threads per context (default: all CPUs / streams)\n"
         "  --loadInputs=name:file   raw binary (as trtexec), .npy, or ONNX TensorProto .pb\n"
         "Reports:\n"

@@ -60,6 +60,12 @@ typedef struct exec_flags {
     const char *timing_cache, *calib, *backend;
     bool dump_profile, dump_output, separate_profile_run, verbose;
     bool no_tf32, fp16, int8, best, bf16;
+    /* Appended: GPU runtime flags (cuda backend; notes on the CPU backend) */
+    bool backend_set;        /* --backend given (else a loaded engine's backend is used) */
+    bool no_data_transfers;  /* --noDataTransfers */
+    bool use_cuda_graph;     /* --useCudaGraph (kiln's default on cuda) */
+    bool no_cuda_graph;      /* --noCudaGraph (kiln's own: node-by-node runs) */
+    bool use_spin_wait;      /* --useSpinWait (accepted; kiln always waits by blocking sync) */
     /* notes about accepted flags that do not apply (GPU-only): printed as warnings */
     strbuf notes;
     /* the command as typed, for the &&&& lines */

@@ -37,6 +37,15 @@ kiln_status engine_context_create(engine_plan *plan, const engine_context_option
     so.threads = o ? o->threads : 0;
     so.profile = o && o->profile;
     so.run_passes = false;
+    if (plan->header.backend == ENGINE_BACKEND_CUDA) {
+        /* the precision and workspace the engine was built with */
+        so.backend = "cuda";
+        so.fp16 = (plan->meta.precision_flags & (ENGINE_PREC_FLAG_FP16 | ENGINE_PREC_FLAG_BEST)) != 0;
+        so.no_tf32 = (plan->meta.precision_flags & ENGINE_PREC_FLAG_NO_TF32) != 0;
+        so.workspace_bytes = plan->meta.workspace_limit;
+        so.no_device_graph = o && o->no_device_graph;
+        so.quiet_fallback = o && o->quiet_fallback;
+    }
     st = rt_session_create(plan->model, &so, &c->session, err);
     if (st != KILN_OK) {
         free(c);
@@ -105,3 +114,4 @@ kiln_status engine_context_run(engine_context *c, const char *const *names, cons
 int32_t engine_context_n_outputs(const engine_context *c) { return rt_session_n_outputs(c->session); }
 const char *engine_context_output_name(const engine_context *c, int32_t i) { return rt_session_output_name(c->session, i); }
 rt_executor *engine_context_executor(engine_context *c) { return rt_session_executor(c->session); }
+struct rt_session *engine_context_session(engine_context *c) { return c->session; }

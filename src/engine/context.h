@@ -22,6 +22,10 @@ typedef struct engine_context_options {
     int threads;      /* CPU worker threads (0 = all online CPUs) */
     bool profile;     /* per-node timing */
     int32_t profile_index; /* which optimization profile inputs must fit (default 0) */
+    /* Appended, for cuda engines (the backend comes from the engine's header; precision
+     * and workspace from its META): */
+    bool no_device_graph;  /* run node by node instead of recording/replaying CUDA graphs */
+    bool quiet_fallback;   /* do not print the CPU-fallback warning (second and later contexts) */
 } engine_context_options;
 
 kiln_status engine_context_create(engine_plan *plan, const engine_context_options *o, engine_context **out,
@@ -42,5 +46,7 @@ int32_t engine_context_n_outputs(const engine_context *c);
 const char *engine_context_output_name(const engine_context *c, int32_t i);
 /* The executor, for per-node profiles (rt_executor_foreach_profile). */
 rt_executor *engine_context_executor(engine_context *c);
+/* The session (backend, device memory report). */
+struct rt_session *engine_context_session(engine_context *c);
 
 #endif

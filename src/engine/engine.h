@@ -157,6 +157,12 @@ typedef struct engine_read_options {
     bool defer_weights_crc;
     uint64_t cpu_features; /* features of this machine, for the compatibility check */
     const char *display_name; /* for messages */
+    /* Appended, for cuda engines: the GPU here (backends/cuda/cuda_info.h), compared with
+     * the one the engine records (cuda_info_compat); or, when there is none, why
+     * (gpu_missing: "no CUDA driver ..."), which refuses the engine with that reason.
+     * Both NULL: the GPU is not checked (inspect, tools). */
+    const struct cuda_device_info *gpu;
+    const char *gpu_missing;
 } engine_read_options;
 
 /* Parses an engine from bytes that outlive the plan (the model borrows them). */

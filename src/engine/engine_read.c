@@ -32,6 +32,7 @@
 #include <zlib.h>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cuda/cuda_info.h"
 #include "engine/codec.h"
 #include "engine/read_internal.h"
 
@@ -583,6 +584,44 @@ static kiln_status check_kernels(const engine_plan *p, const ir_graph *g, int de
     return KILN_OK;
 }
 
+/* A cuda engine: the GPU and library versions it records against the ones here. */
+static kiln_status check_gpu(const engine_plan *p, const engine_read_options *o, const char *name, kiln_error *err) {
+    const engine_meta *m = &p->meta;
+    const char *model = m->source_model && *m->source_model ? m->source_model : "MODEL.onnx";
+    cuda_device_info built;
+    kiln_error e = {0};
+    kiln_status st = cuda_info_from_meta(m->gpu_arch, m->cuda_version, m->cublas_version, m->cudnn_version, &built, &e);
+    if (st != KILN_OK) {
+        kiln_err_set(err, st == KILN_ERR_UNSUPPORTED ? KILN_ERR_FORMAT : st,
+                     "engine '%s': the header says cuda but the META section's GPU fields do not parse: %s", name,
+                     kiln_err_msg(&e));
+        kiln_err_clear(&e);
+        return err ? err->code : KILN_ERR_FORMAT;
+    }
+    if (o->gpu_missing)
+        return kiln_err_set(err, KILN_ERR_INCOMPATIBLE,
+                            "engine '%s' was built for the cuda backend on %s, but %s\n"
+                            "hint: run it on a machine with that GPU, or build an engine for this one: kiln exec "
+                            "--onnx=%s --backend=cpu --saveEngine=%s",
+                            name, m->gpu_arch, o->gpu_missing, model, name);
+    if (!o->gpu) return KILN_OK;
+    st = cuda_info_compat(&built, o->gpu, &e);
+    if (st != KILN_OK) {
+        /* cuda_info_compat's message is "...\nhint: ...": name the engine and the command */
+        const char *msg = kiln_err_msg(&e);
+        const char *hint = strstr(msg, "\nhint:");
+        kiln_err_set(err, KILN_ERR_INCOMPATIBLE,
+                     "engine '%s' cannot run on this GPU: %.*s\nhint: rebuild the engine here with: kiln exec "
+                     "--onnx=%s --backend=cuda --saveEngine=%s%s%s",
+                     name, hint ? (int)(hint - msg) : (int)strlen(msg), msg, model, name,
+                     (m->precision_flags & ENGINE_PREC_FLAG_FP16) ? " --fp16" : "",
+                     (m->precision_flags & ENGINE_PREC_FLAG_NO_TF32) ? " --noTF32" : "");
+        kiln_err_clear(&e);
+        return KILN_ERR_INCOMPATIBLE;
+    }
+    return KILN_OK;
+}
+
 /* Is this engine usable here? Says what differs and how to rebuild. */
 static kiln_status check_compat(const engine_plan *p, const engine_read_options *o, const char *name,
                                 kiln_error *err) {
@@ -591,6 +630,7 @@ static kiln_status check_compat(const engine_plan *p, const engine_read_options 
     bool version_ok = h->ver_major == KILN_VERSION_MAJOR && h->ver_minor == KILN_VERSION_MINOR;
     bool backend_ok = h->backend == ENGINE_BACKEND_CPU || (h->backend == ENGINE_BACKEND_CUDA && KILN_HAVE_CUDA);
     uint64_t missing = h->backend == ENGINE_BACKEND_CPU ? (h->required_features & ~o->cpu_features) : 0;
+    if (version_ok && backend_ok && !missing && h->backend == ENGINE_BACKEND_CUDA) return check_gpu(p, o, name, err);
     if (version_ok && backend_ok && !missing) return KILN_OK;
     char built[256], here[256], miss[256];
     engine_features_str(h->required_features, built, sizeof built);

@@ -56,6 +56,9 @@ typedef struct rt_node_call {
     kiln_error *err;
 } rt_node_call;
 
+struct rt_device_mem;
+struct rt_tactic_cache;
+
 typedef enum rt_copy_kind { RT_COPY_HOST_TO_DEVICE, RT_COPY_DEVICE_TO_HOST, RT_COPY_DEVICE_TO_DEVICE } rt_copy_kind;
 
 typedef struct rt_backend {
@@ -119,7 +122,39 @@ typedef struct rt_backend {
     kiln_status (*capture_end)(void *ctx, void **graph, kiln_error *err);
     kiln_status (*graph_launch)(void *ctx, void *graph, kiln_error *err);
     void (*graph_destroy)(void *ctx, void *graph);
+
+    /* ---- appended: page-locked host memory and a memory report (NULL when none) ----
+     * host_alloc returns host memory the device copies to and from directly (CUDA:
+     * cudaHostAlloc), so copies need no staging and can run asynchronously. host_free
+     * must not use ctx (it may be called with NULL: a tensor's free_fn can be host_free
+     * with free_ctx NULL and outlive the context that allocated it). */
+    kiln_status (*host_alloc)(void *ctx, uint64_t bytes, void **ptr, kiln_error *err);
+    void (*host_free)(void *ctx, void *ptr);
+    /* Device memory as the backend sees it (bytes; 0 = unknown). */
+    void (*mem_report)(void *ctx, struct rt_device_mem *out);
+
+    /* ---- appended: where library tactic timings are looked up and recorded (NULL when
+     * the backend has no timed tactics). The cache must outlive the context. */
+    void (*set_tactic_cache)(void *ctx, const struct rt_tactic_cache *cache);
 } rt_backend;
+
+/* Tactic timings of a device backend (cuBLASLt / cuDNN algorithm choices), by node, a
+ * signature string (device, library versions, shapes, precision) and a tactic name.
+ * get() says whether the timing is known (and its ms); put() records one just measured.
+ * The session implements it over the engine's embedded choices (node attribute
+ * "kiln_gpu_tactics") and, when building, the --timingCacheFile cache. */
+typedef struct rt_tactic_cache {
+    bool (*get)(void *user, const ir_node *node, const char *sig, const char *tactic, double *ms);
+    void (*put)(void *user, const ir_node *node, const char *sig, const char *tactic, double ms);
+    void *user;
+} rt_tactic_cache;
+
+typedef struct rt_device_mem {
+    uint64_t workspace;      /* scratch for library tactics, allocated at creation */
+    uint64_t pool_used_peak; /* stream-ordered pool: most bytes in use at once (process-wide) */
+    uint64_t pool_reserved;  /* stream-ordered pool: bytes reserved from the driver now */
+    uint64_t device_total, device_free;
+} rt_device_mem;
 
 /* The CPU backend (src/backends/cpu/cpu_backend.c). */
 const rt_backend *rt_backend_cpu(void);

@@ -9,6 +9,7 @@
 #include "runtime/executor.h"
 #include "build/memplan.h"
 #include "runtime/bufpool.h"
+#include "runtime/executor_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -18,77 +19,6 @@
 
 #include "core/strbuf.h"
 #include "onnx/onnx_load.h"
-
-typedef struct rt_graph_plan {
-    const ir_graph *g;
-    bool prepared;
-    void **kernels;          /* per node */
-    void **state;            /* per node */
-    void (**state_free)(void *);
-    int32_t *free_start;     /* CSR over nodes: values released after node i */
-    int32_t *free_ids;
-    rt_value *consts;        /* per value id: initializers (borrowed) and densified sparse ones */
-    bool *is_const;
-    bool *is_outer;          /* resolved by name in enclosing frames */
-    bool *is_input;
-    uint64_t *calls, *time_ns;
-    uint8_t *on_fb;          /* per node: runs on the fallback (host) backend */
-    rt_value *dconsts;       /* per value id: device copies of consts device nodes read */
-} rt_graph_plan;
-
-struct rt_executor {
-    ir_model *model;
-    const rt_backend *be;
-    void *bctx;
-    rt_exec_options opts;
-    rt_graph_plan *plans; /* parallel to model->graphs */
-    int32_t n_plans;
-    uint64_t live_bytes, peak_bytes;
-    uint64_t *main_sizes;
-    int depth;
-    const rt_backend *fb; /* host fallback backend when be is a device backend */
-    void *fbctx;
-    bool device;          /* be keeps tensors in device memory */
-    char *fallback_report;
-    int32_t n_fallback;
-    /* Device-graph replay (device backends with capture hooks; see rt_exec_options). */
-    struct {
-        int state;           /* 0 learning shapes, 1 shapes seen once, 2 graph recorded, -1 off */
-        char why[256];       /* why it is off */
-        int32_t n_in, n_out; /* main-graph inputs / outputs */
-        rt_tensor *in_sig;   /* per input: dtype and dims of the last run (data unused); rank -1 = not given */
-        rt_tensor *out_sig;  /* per output: dtype and dims of the last run */
-        rt_value *din;       /* per input: the fixed device buffer the graph reads */
-        rt_value *dout;      /* per output: the fixed device buffer the graph writes */
-        void *graph;
-        uint64_t phase_ns[3];
-    } dg;
-    rt_bufpool *bufpool; /* host executors: recycles main-graph intermediates across runs */
-    /* The activation arena (host executors): after a run, the main graph's intermediates
-     * are planned by lifetime into one block (build/memplan.c) from that run's sizes; the
-     * next runs place every node output whose size matches its plan at its offset. A
-     * size that differs (new input shapes) falls back to the buffer pool, and the plan is
-     * redone after that run. Offsets never overlap while both tensors are alive, so a
-     * tensor at its planned place is safe whatever the other tensors' sizes are. */
-    struct {
-        uint8_t *base;
-        uint64_t bytes;
-        uint64_t *offset;  /* per main-graph value id; BUILD_MEMPLAN_NONE = not placed */
-        uint64_t *size;    /* per value id: the size the offset was planned for */
-        bool ready;
-        const ir_node *node; /* the main-graph node running now (its outputs are the targets) */
-        uint64_t hits, misses;
-    } arena;
-};
-
-typedef struct rt_frame {
-    rt_executor *ex;
-    rt_graph_plan *plan;
-    struct rt_frame *parent;
-    rt_value *vals;
-    const rt_value **ref;
-    rt_value *xvals; /* device executors: each value's copy in the other memory (host <-> device) */
-} rt_frame;
 
 uint64_t rt_value_bytes(const rt_value *v) {
     uint64_t b = v->t.data && !(v->t.flags & RT_TENSOR_BORROWED) ? v->t.nbytes : 0;
@@ -327,7 +257,6 @@ static kiln_status note_op(missing_op **list, int *n, const ir_node *node, kiln_
     return KILN_OK;
 }
 
-static kiln_status dev_tensor_from_host(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err);
 
 /* Device executors: gives every const input of a device node its device copy once, at
  * creation, so runs never upload weights. */
@@ -341,7 +270,7 @@ static kiln_status upload_consts(rt_executor *ex, rt_graph_plan *p, kiln_error *
             if (id < 0 || !p->is_const[id] || p->dconsts[id].kind != IR_TYPE_UNKNOWN) continue;
             if (ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)) continue;
             if (p->consts[id].kind != IR_TYPE_TENSOR || p->consts[id].t.dtype == KILN_DTYPE_STRING) continue;
-            kiln_status st = dev_tensor_from_host(ex, &p->consts[id].t, rt_value_as_tensor(&p->dconsts[id]), err);
+            kiln_status st = rt_exec_dev_from_host(ex, &p->consts[id].t, rt_value_as_tensor(&p->dconsts[id]), err);
             if (st != KILN_OK) return st;
         }
     }
@@ -408,7 +337,6 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
         if (ps == KILN_OK && use_fb) {
             p->on_fb[i] = 1;
             ex->n_fallback++;
-            if (!g->parent && note_op(fallen, n_fallen, n, err) != KILN_OK) return KILN_ERR_NOMEM;
         }
         if (ps == KILN_ERR_UNSUPPORTED) {
             kiln_err_clear(&e);
@@ -418,6 +346,12 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
             return ps;
         }
     }
+    if (!g->parent && ex->device && ex->fb && ex->opts.device_graph && !rt_exec_dg_impossible(ex)) {
+        st = rt_exec_plan_shape_nodes(ex, p, &ex->dg.first_other, err);
+        if (st != KILN_OK) return st;
+    }
+    for (int32_t i = 0; !g->parent && i < g->n_nodes; i++)
+        if (p->on_fb[i] && note_op(fallen, n_fallen, &g->nodes[i], err) != KILN_OK) return KILN_ERR_NOMEM;
     if (ex->device) return upload_consts(ex, p, err);
     return KILN_OK;
 }
@@ -457,7 +391,6 @@ static kiln_status report_missing(const rt_executor *ex, const missing_op *m, in
     return st;
 }
 
-static void dg_off(rt_executor *ex, const char *why);
 
 kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx, const rt_exec_options *opts,
                                rt_executor **out, kiln_error *err) {
@@ -515,12 +448,17 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     free(fallen);
     if (st == KILN_OK && ex->opts.device_graph) {
         /* replay needs every node on the device and nothing that times or reads nodes */
-        if (!ex->device || !be->capture_begin || !be->capture_end || !be->graph_launch || !be->graph_destroy)
-            dg_off(ex, "the backend cannot record graphs");
-        else if (ex->n_fallback)
-            dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
-        else if (ex->opts.profile || ex->opts.check_nan || ex->opts.max_live_bytes || ex->opts.record_sizes)
-            dg_off(ex, "per-node profiling, NaN checks and memory accounting need per-node runs");
+        const ir_node *other = ex->dg.first_other;
+        if (rt_exec_dg_impossible(ex)) {
+            rt_exec_dg_off(ex, rt_exec_dg_impossible(ex));
+        } else if (other) {
+            char why[256];
+            snprintf(why, sizeof why, "node '%s' (%s) runs on the CPU and reads more than input shapes and "
+                     "constants (see the fallback warning)", other->name, other->op_type);
+            rt_exec_dg_off(ex, why);
+        } else if (ex->n_fallback > ex->dg.n_host_nodes) {
+            rt_exec_dg_off(ex, "some nodes run on the CPU (see the fallback warning)");
+        }
     }
     if (ex->bufpool && !getenv("KILN_NO_ARENA")) {
         size_t nv = (size_t)model->graph->n_values + 1;
@@ -540,12 +478,12 @@ kiln_status rt_executor_create(ir_model *model, const rt_backend *be, void *bctx
     return KILN_OK;
 }
 
-static void dg_drop(rt_executor *ex);
 
 void rt_executor_free(rt_executor *ex) {
     if (!ex) return;
-    dg_drop(ex);
+    rt_exec_dg_drop(ex);
     free(ex->dg.in_sig), free(ex->dg.out_sig), free(ex->dg.din), free(ex->dg.dout);
+    free(ex->dg.shost), free(ex->dg.sdev), free(ex->dg.hout);
     for (int32_t i = 0; i < ex->n_plans; i++) {
         rt_graph_plan *p = &ex->plans[i];
         if (!p->prepared) continue;
@@ -559,7 +497,7 @@ void rt_executor_free(rt_executor *ex) {
             rt_value_release(&p->consts[v]);
             if (p->dconsts) rt_value_release(&p->dconsts[v]);
         }
-        free(p->on_fb), free(p->dconsts);
+        free(p->on_fb), free(p->dconsts), free(p->sn), free(p->sv), free(p->sv_dev);
         free(p->kernels), free(p->state), free(p->state_free), free(p->free_start), free(p->free_ids);
         free(p->consts), free(p->is_const), free(p->is_outer), free(p->is_input), free(p->calls), free(p->time_ns);
     }
@@ -585,12 +523,12 @@ bool rt_executor_node_on_fallback(const rt_executor *ex, const ir_graph *g, int3
 
 /* ---- host <-> device copies (device executors) --------------------------------------- */
 
-static void exec_dev_free(void *ctx, void *data) {
+void rt_exec_dev_free(void *ctx, void *data) {
     rt_executor *ex = ctx;
     ex->be->free(ex->bctx, data);
 }
 
-static kiln_status dev_tensor_from_host(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err) {
+kiln_status rt_exec_dev_from_host(rt_executor *ex, const rt_tensor *src, rt_tensor *dst, kiln_error *err) {
     if (src->dtype == KILN_DTYPE_STRING)
         return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "string tensors cannot be copied to the %s device",
                             ex->be->name);
@@ -613,7 +551,7 @@ static kiln_status dev_tensor_from_host(rt_executor *ex, const rt_tensor *src, r
     dst->data = p;
     dst->flags = 0;
     dst->device = ex->be->location;
-    dst->free_fn = p ? exec_dev_free : NULL;
+    dst->free_fn = p ? rt_exec_dev_free : NULL;
     dst->free_ctx = ex;
     return KILN_OK;
 }
@@ -625,14 +563,14 @@ static kiln_status host_tensor_from_dev(rt_executor *ex, const rt_tensor *src, r
     return st;
 }
 
-static bool value_on_device(const rt_value *v) {
+bool rt_exec_value_on_device(const rt_value *v) {
     return (v->kind == IR_TYPE_TENSOR || (v->kind == IR_TYPE_OPTIONAL && v->has_value)) &&
            v->t.device != RT_MEM_HOST;
 }
 
 /* ---- running ------------------------------------------------------------------------- */
 
-static rt_graph_plan *plan_for(rt_executor *ex, const ir_graph *g) {
+rt_graph_plan *rt_exec_plan_for(rt_executor *ex, const ir_graph *g) {
     for (int32_t i = 0; i < ex->n_plans; i++)
         if (ex->plans[i].g == g) return ex->plans[i].prepared ? &ex->plans[i] : NULL;
     return NULL;
@@ -690,7 +628,6 @@ static kiln_status check_nan(const ir_graph *g, const ir_node *n, const rt_value
     return KILN_OK;
 }
 
-static kiln_status run_frame(rt_frame *f, kiln_error *err);
 
 static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_value *inputs, int32_t n_in,
                                   rt_value *outputs, int32_t n_out, kiln_error *err);
@@ -704,7 +641,7 @@ static const rt_value *resolve_outer(const rt_frame *parent, const char *name) {
     return NULL;
 }
 
-static kiln_status frame_bind(rt_frame *f, const rt_value *const *inputs, int32_t n_in, kiln_error *err) {
+kiln_status rt_exec_frame_bind(rt_frame *f, const rt_value *const *inputs, int32_t n_in, kiln_error *err) {
     const ir_graph *g = f->plan->g;
     size_t nv = (size_t)g->n_values + 1;
     f->vals = calloc(nv, sizeof *f->vals);
@@ -720,7 +657,7 @@ static kiln_status frame_bind(rt_frame *f, const rt_value *const *inputs, int32_
     return KILN_OK;
 }
 
-static void frame_release(rt_frame *f) {
+void rt_exec_frame_release(rt_frame *f) {
     if (f->vals)
         for (int32_t v = 0; v < f->plan->g->n_values; v++) rt_value_release(&f->vals[v]);
     if (f->xvals)
@@ -739,7 +676,7 @@ static kiln_status frame_outputs(rt_frame *f, rt_value *outputs, int32_t n_out, 
         if (id < 0 || !f->ref[id])
             return kiln_err_set(err, KILN_ERR_RUNTIME, "%s output %d '%s' was not computed by any node",
                                 g->parent ? "subgraph" : "graph", (int)i, id >= 0 ? g->values[id].name : "");
-        if (value_on_device(f->ref[id])) {
+        if (rt_exec_value_on_device(f->ref[id])) {
             /* results go back to the caller in host memory */
             rt_value *o = &outputs[i];
             o->kind = f->ref[id]->kind;
@@ -846,6 +783,7 @@ void rt_executor_arena_counts(const rt_executor *ex, uint64_t *hits, uint64_t *m
     *misses = ex->arena.misses;
 }
 
+
 static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     rt_executor *ex = f->ex;
     rt_graph_plan *p = f->plan;
@@ -874,6 +812,7 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         }
     }
     bool fb = p->on_fb[i];
+    rt_value shape_view; /* a host Shape/Size node's device input: its header, no data */
     if (ex->device) {
         /* put every input where the node's backend reads it; copies are kept per frame
          * (xvals) so a value crossing to the other memory crosses once */
@@ -882,7 +821,24 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
             if (id < 0 || !ins[k]) continue;
             const rt_value *v = ins[k];
             bool want_dev = !fb && !(ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k));
-            if (want_dev == value_on_device(v)) continue;
+            if (want_dev == rt_exec_value_on_device(v)) continue;
+            if (!want_dev && rt_exec_reads_only_shape(n, k) && v->kind == IR_TYPE_TENSOR) {
+                /* Shape/Size read dims only: no copy of the data (and nothing for a
+                 * recording to trip over) */
+                shape_view = *v;
+                shape_view.t.data = NULL;
+                shape_view.t.device = RT_MEM_HOST;
+                shape_view.t.flags = RT_TENSOR_BORROWED;
+                shape_view.t.free_fn = NULL;
+                shape_view.t.free_ctx = NULL;
+                ins[k] = &shape_view;
+                continue;
+            }
+            if (want_dev && ex->dg.capturing && p->sv_dev && p->sv_dev[id] &&
+                ex->dg.sdev[id].kind == IR_TYPE_TENSOR) {
+                ins[k] = &ex->dg.sdev[id]; /* uploaded before recording (dg_record) */
+                continue;
+            }
             if (v->kind != IR_TYPE_TENSOR) {
                 if (want_dev)
                     st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' (%s): input %d is not a tensor; the %s "
@@ -896,7 +852,7 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
             rt_value *x = &f->xvals[id];
             if (x->kind == IR_TYPE_UNKNOWN) {
                 rt_tensor *xt = rt_value_as_tensor(x);
-                st = want_dev ? dev_tensor_from_host(ex, &v->t, xt, err) : host_tensor_from_dev(ex, &v->t, xt, err);
+                st = want_dev ? rt_exec_dev_from_host(ex, &v->t, xt, err) : host_tensor_from_dev(ex, &v->t, xt, err);
                 if (st != KILN_OK) {
                     rt_value_release(x);
                     kiln_err_prefix(err, "node '%s' (%s): copying input %d: ", n->name, n->op_type, (int)k);
@@ -965,7 +921,7 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         if (ex->device) {
             /* look at device outputs through host copies */
             for (int32_t k = 0; k < n->n_outputs && st == KILN_OK; k++) {
-                if (!value_on_device(&outs[k])) {
+                if (!rt_exec_value_on_device(&outs[k])) {
                     st = check_nan(g, n, &outs[k], 1, err);
                     continue;
                 }
@@ -978,6 +934,10 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         } else {
             st = check_nan(g, n, outs, n->n_outputs, err);
         }
+        if (st != KILN_OK) goto done;
+    }
+    if (p->sn && p->sn[i] && (ex->dg.collect || ex->dg.capturing)) {
+        st = rt_exec_dg_shape_node_done(ex, n, outs, err);
         if (st != KILN_OK) goto done;
     }
     for (int32_t k = 0; k < n->n_outputs; k++) {
@@ -1017,7 +977,7 @@ done:
     return st;
 }
 
-static kiln_status run_frame(rt_frame *f, kiln_error *err) {
+kiln_status rt_exec_run_frame(rt_frame *f, kiln_error *err) {
     for (int32_t i = 0; i < f->plan->g->n_nodes; i++) {
         kiln_status st = run_node(f, i, err);
         if (st != KILN_OK) return st;
@@ -1025,7 +985,7 @@ static kiln_status run_frame(rt_frame *f, kiln_error *err) {
     return KILN_OK;
 }
 
-static void frame_uncount(rt_frame *f) {
+void rt_exec_frame_uncount(rt_frame *f) {
     for (int32_t v = 0; v < f->plan->g->n_values; v++) {
         uint64_t b = rt_value_bytes(&f->vals[v]);
         f->ex->live_bytes = f->ex->live_bytes >= b ? f->ex->live_bytes - b : 0;
@@ -1040,7 +1000,7 @@ static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_va
     memset(&f, 0, sizeof f);
     f.ex = ex;
     f.parent = parent;
-    f.plan = plan_for(ex, body);
+    f.plan = rt_exec_plan_for(ex, body);
     if (!f.plan) return kiln_err_set(err, KILN_ERR_INTERNAL, "subgraph '%s' was not prepared", body->name);
     if (n_in != body->n_inputs)
         return kiln_err_set(err, KILN_ERR_RUNTIME, "%s: the subgraph takes %d inputs but %d were given",
@@ -1059,273 +1019,39 @@ static kiln_status subgraph_entry(void *scope, const ir_graph *body, const rt_va
     const rt_value **ins = n_in <= SMALL ? small : calloc((size_t)n_in, sizeof *ins);
     kiln_status st = ins ? KILN_OK : kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; st == KILN_OK && i < n_in; i++) ins[i] = &inputs[i];
-    if (st == KILN_OK) st = frame_bind(&f, ins, n_in, err);
-    if (st == KILN_OK) st = run_frame(&f, err);
+    if (st == KILN_OK) st = rt_exec_frame_bind(&f, ins, n_in, err);
+    if (st == KILN_OK) st = rt_exec_run_frame(&f, err);
     if (st == KILN_OK) st = frame_outputs(&f, outputs, n_out, err);
-    if (f.vals) frame_uncount(&f);
-    frame_release(&f);
+    if (f.vals) rt_exec_frame_uncount(&f);
+    rt_exec_frame_release(&f);
     if (ins != small) free(ins);
     ex->depth--;
     return st;
 }
 
-/* ---- device graphs (CUDA graphs through the backend's capture hooks) -------------------
- * A run is recorded once input shapes have been seen twice in a row (the first run with
- * new shapes picks GEMM/conv tactics, which synchronizes and so cannot be recorded). The
- * recorded run reads its inputs from fixed device buffers (din, filled by one H2D copy per
- * input before each replay) and ends with device-to-device copies of the outputs into
- * fixed buffers (dout, copied back after the replay); every intermediate is allocated and
- * freed inside the recording, so the stream-ordered allocator's graph nodes give each
- * replay the same addresses. Whatever cannot be recorded (a CPU fallback node, a host
- * read of a device value, a sync) makes capture_end fail: replay is then turned off for
- * this executor, with the reason kept, and the run is redone the normal way. */
-
-static void dg_drop(rt_executor *ex) {
-    if (ex->dg.graph) ex->be->graph_destroy(ex->bctx, ex->dg.graph);
-    ex->dg.graph = NULL;
-    for (int32_t i = 0; ex->dg.din && i < ex->dg.n_in; i++) rt_value_release(&ex->dg.din[i]);
-    for (int32_t i = 0; ex->dg.dout && i < ex->dg.n_out; i++) rt_value_release(&ex->dg.dout[i]);
-}
-
-static void dg_off(rt_executor *ex, const char *why) {
-    dg_drop(ex);
-    ex->dg.state = -1;
-    snprintf(ex->dg.why, sizeof ex->dg.why, "%s", why);
-}
-
-static bool same_shape(const rt_tensor *a, const rt_tensor *b) {
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int32_t d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d]) return false;
-    return true;
-}
-
-static void sig_of(rt_tensor *sig, const rt_value *v) {
-    memset(sig, 0, sizeof *sig);
-    sig->rank = -1;
-    if (!v || v->kind != IR_TYPE_TENSOR) return;
-    sig->dtype = v->t.dtype;
-    sig->rank = v->t.rank;
-    memcpy(sig->dims, v->t.dims, sizeof sig->dims);
-    sig->count = v->t.count;
-    sig->nbytes = v->t.nbytes;
-}
-
-/* Whether these inputs are eligible at all (host tensors, or absent). */
-static bool dg_inputs_ok(const rt_value *const *inputs, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
-        if (inputs[i] && (inputs[i]->kind != IR_TYPE_TENSOR || inputs[i]->t.device != RT_MEM_HOST ||
-                          inputs[i]->t.dtype == KILN_DTYPE_STRING))
-            return false;
-    return true;
-}
-
-static bool dg_inputs_match(const rt_executor *ex, const rt_value *const *inputs) {
-    for (int32_t i = 0; i < ex->dg.n_in; i++) {
-        rt_tensor s;
-        sig_of(&s, inputs[i]);
-        if (s.rank != ex->dg.in_sig[i].rank || (s.rank >= 0 && !same_shape(&s, &ex->dg.in_sig[i]))) return false;
-    }
-    return true;
-}
-
-/* After a normal run: remember the shapes; eligible outputs are host tensors. */
-static void dg_learn(rt_executor *ex, const rt_value *const *inputs, const rt_value *outputs) {
-    for (int32_t i = 0; i < ex->dg.n_in; i++) sig_of(&ex->dg.in_sig[i], inputs[i]);
-    for (int32_t i = 0; i < ex->dg.n_out; i++) {
-        rt_tensor s;
-        sig_of(&s, &outputs[i]);
-        if (s.rank < 0 || s.dtype == KILN_DTYPE_STRING) {
-            dg_off(ex, "a graph output is not a tensor");
-            return;
-        }
-        ex->dg.out_sig[i] = s;
-    }
-    ex->dg.state = 1; /* a data-dependent output shape shows up as a mismatch while recording */
-}
-
-/* Records one run (nothing executes) into ex->dg.graph; false (and replay off) on failure. */
-static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
-    const ir_graph *g = ex->model->graph;
-    kiln_error e = {0};
-    kiln_status st = KILN_OK;
-    const rt_value **ins = calloc((size_t)ex->dg.n_in + 1, sizeof *ins);
-    if (!ins) {
-        dg_off(ex, "out of memory");
-        return false;
-    }
-    for (int32_t i = 0; i < ex->dg.n_in && st == KILN_OK; i++) {
-        rt_value_init(&ex->dg.din[i]);
-        if (!inputs[i]) continue;
-        ex->dg.din[i].kind = IR_TYPE_TENSOR;
-        st = dev_tensor_from_host(ex, &inputs[i]->t, &ex->dg.din[i].t, &e);
-        ins[i] = &ex->dg.din[i];
-    }
-    for (int32_t i = 0; i < ex->dg.n_out && st == KILN_OK; i++) {
-        const rt_tensor *s = &ex->dg.out_sig[i];
-        rt_value *o = &ex->dg.dout[i];
-        rt_value_init(o);
-        o->kind = IR_TYPE_TENSOR;
-        void *p = NULL;
-        if (s->nbytes) st = ex->be->alloc(ex->bctx, s->nbytes, &p, &e);
-        o->t = *s;
-        o->t.data = p;
-        o->t.device = ex->be->location;
-        o->t.free_fn = p ? exec_dev_free : NULL;
-        o->t.free_ctx = ex;
-    }
-    bool capturing = false;
-    if (st == KILN_OK) st = ex->be->capture_begin(ex->bctx, &e);
-    capturing = st == KILN_OK;
-    rt_frame f;
-    memset(&f, 0, sizeof f);
-    f.ex = ex;
-    f.plan = plan_for(ex, g);
-    if (st == KILN_OK) st = frame_bind(&f, ins, ex->dg.n_in, &e);
-    if (st == KILN_OK) st = run_frame(&f, &e);
-    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_out; i++) {
-        int32_t id = g->outputs[i];
-        const rt_value *v = id >= 0 ? f.ref[id] : NULL;
-        if (!v || !value_on_device(v) || !same_shape(&v->t, &ex->dg.out_sig[i]))
-            st = kiln_err_set(&e, KILN_ERR_UNSUPPORTED, "graph output %d is not a device tensor of the shape seen "
-                              "before", (int)i);
-        else if (v->t.nbytes)
-            st = ex->be->copy(ex->bctx, ex->dg.dout[i].t.data, v->t.data, v->t.nbytes, RT_COPY_DEVICE_TO_DEVICE, NULL,
-                              &e);
-    }
-    if (f.vals) frame_uncount(&f);
-    frame_release(&f); /* intermediates are freed inside the recording */
-    free(ins);
-    if (capturing) {
-        void *graph = NULL;
-        kiln_error e2 = {0};
-        kiln_status st2 = ex->be->capture_end(ex->bctx, &graph, &e2);
-        if (st == KILN_OK && st2 != KILN_OK) {
-            st = st2;
-            kiln_err_set(&e, st2, "%s", kiln_err_msg(&e2));
-        }
-        kiln_err_clear(&e2);
-        if (st == KILN_OK) ex->dg.graph = graph;
-        else if (graph) ex->be->graph_destroy(ex->bctx, graph);
-    }
-    if (st != KILN_OK) {
-        char why[256];
-        snprintf(why, sizeof why, "recording the run failed: %s", kiln_err_msg(&e));
-        dg_off(ex, why);
-    }
-    kiln_err_clear(&e);
-    return st == KILN_OK;
-}
-
-/* One replay: inputs into the fixed buffers, the graph, outputs back to the host. */
-static kiln_status dg_replay(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
-    uint64_t m[4] = {0, 0, 0, 0};
-    bool timed = ex->be->timer_mark && ex->be->timer_elapsed_ns;
-    kiln_status st = timed ? ex->be->timer_mark(ex->bctx, NULL, &m[0], err) : KILN_OK;
-    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_in; i++)
-        if (inputs[i] && inputs[i]->t.nbytes)
-            st = ex->be->copy(ex->bctx, ex->dg.din[i].t.data, inputs[i]->t.data, inputs[i]->t.nbytes,
-                              RT_COPY_HOST_TO_DEVICE, NULL, err);
-    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[1], err);
-    if (st == KILN_OK) st = ex->be->graph_launch(ex->bctx, ex->dg.graph, err);
-    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[2], err);
-    for (int32_t i = 0; st == KILN_OK && i < ex->dg.n_out; i++) {
-        const rt_tensor *s = &ex->dg.out_sig[i];
-        rt_value_init(&outputs[i]);
-        outputs[i].kind = IR_TYPE_TENSOR;
-        st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
-        if (st == KILN_OK && s->nbytes)
-            st = ex->be->copy(ex->bctx, outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes, RT_COPY_DEVICE_TO_HOST,
-                              NULL, err);
-    }
-    if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[3], err);
-    if (st == KILN_OK && timed)
-        for (int k = 0; k < 3; k++) ex->dg.phase_ns[k] = ex->be->timer_elapsed_ns(ex->bctx, m[k], m[k + 1]);
-    if (st != KILN_OK)
-        for (int32_t i = 0; i < ex->dg.n_out; i++) rt_value_release(&outputs[i]);
-    return st;
-}
-
-static kiln_status run_plain(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err);
-
-kiln_status rt_executor_run(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
-    const ir_graph *g = ex->model->graph;
-    memset(ex->dg.phase_ns, 0, sizeof ex->dg.phase_ns);
-    if (!ex->opts.device_graph || ex->dg.state < 0) return run_plain(ex, inputs, outputs, err);
-    if (!ex->dg.in_sig) {
-        ex->dg.n_in = g->n_inputs;
-        ex->dg.n_out = g->n_outputs;
-        ex->dg.in_sig = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.in_sig);
-        ex->dg.out_sig = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.out_sig);
-        ex->dg.din = calloc((size_t)g->n_inputs + 1, sizeof *ex->dg.din);
-        ex->dg.dout = calloc((size_t)g->n_outputs + 1, sizeof *ex->dg.dout);
-        if (!ex->dg.in_sig || !ex->dg.out_sig || !ex->dg.din || !ex->dg.dout) {
-            dg_off(ex, "out of memory");
-            return run_plain(ex, inputs, outputs, err);
-        }
-    }
-    if (!dg_inputs_ok(inputs, g->n_inputs)) return run_plain(ex, inputs, outputs, err);
-    if (ex->dg.state == 2 && !dg_inputs_match(ex, inputs)) { /* new shapes: learn them again */
-        dg_drop(ex);
-        ex->dg.state = 0;
-    }
-    if (ex->dg.state == 1 && dg_inputs_match(ex, inputs) && dg_record(ex, inputs)) ex->dg.state = 2;
-    if (ex->dg.state == 2) return dg_replay(ex, inputs, outputs, err);
-    kiln_status st = run_plain(ex, inputs, outputs, err);
-    if (st == KILN_OK && ex->dg.state >= 0) dg_learn(ex, inputs, outputs);
-    return st;
-}
-
-void rt_executor_set_device_graph(rt_executor *ex, bool on) {
-    if (!ex) return;
-    if (!on) {
-        dg_drop(ex);
-        ex->opts.device_graph = false;
-        return;
-    }
-    ex->opts.device_graph = true;
-}
-
-int rt_executor_device_graph_state(const rt_executor *ex) {
-    if (!ex || !ex->opts.device_graph) return -1;
-    return ex->dg.state == 2 ? 1 : ex->dg.state < 0 ? -1 : 0;
-}
-
-const char *rt_executor_device_graph_why(const rt_executor *ex) {
-    if (!ex) return "";
-    if (!ex->opts.device_graph) return "device graphs are off";
-    return ex->dg.state < 0 ? ex->dg.why : "";
-}
-
-void rt_executor_last_phase_ns(const rt_executor *ex, uint64_t *h2d, uint64_t *compute, uint64_t *d2h) {
-    *h2d = ex->dg.phase_ns[0];
-    *compute = ex->dg.phase_ns[1];
-    *d2h = ex->dg.phase_ns[2];
-}
-
-static kiln_status run_plain(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
+kiln_status rt_exec_run_plain(rt_executor *ex, const rt_value *const *inputs, rt_value *outputs, kiln_error *err) {
     const ir_graph *g = ex->model->graph;
     rt_frame f;
     memset(&f, 0, sizeof f);
     f.ex = ex;
-    f.plan = plan_for(ex, g);
+    f.plan = rt_exec_plan_for(ex, g);
     if (!f.plan) return kiln_err_set(err, KILN_ERR_INTERNAL, "main graph was not prepared");
     ex->live_bytes = ex->peak_bytes = 0;
     ex->depth = 0;
     if (ex->main_sizes) memset(ex->main_sizes, 0, (size_t)g->n_values * sizeof *ex->main_sizes);
     for (int32_t i = 0; i < g->n_outputs; i++) rt_value_init(&outputs[i]);
-    kiln_status st = frame_bind(&f, inputs, g->n_inputs, err);
+    kiln_status st = rt_exec_frame_bind(&f, inputs, g->n_inputs, err);
     for (int32_t i = 0; st == KILN_OK && i < g->n_inputs; i++) {
         int32_t id = g->inputs[i];
         if (id >= 0 && !f.ref[id])
             st = kiln_err_set(err, KILN_ERR_INVALID_ARG, "graph input %d '%s' was not given", (int)i,
                               g->values[id].name);
     }
-    if (st == KILN_OK) st = run_frame(&f, err);
+    if (st == KILN_OK) st = rt_exec_run_frame(&f, err);
     if (st == KILN_OK) st = frame_outputs(&f, outputs, g->n_outputs, err);
     if (st != KILN_OK)
         for (int32_t i = 0; i < g->n_outputs; i++) rt_value_release(&outputs[i]);
-    frame_release(&f);
+    rt_exec_frame_release(&f);
     ex->arena.node = NULL;
     if (st == KILN_OK) arena_replan(ex);
     return st;

@@ -35,8 +35,9 @@ typedef struct rt_exec_options {
     void *fallback_ctx;
     /* Device backends with capture hooks (appended): once a run with unchanged input
      * shapes has warmed up the tactics, record the whole run as one device graph and
-     * replay it (only when every node runs on the device; any failure to record turns
-     * replay off for the executor and runs normally). */
+     * replay it (only when every node runs on the device, or on the host but depending
+     * only on input shapes and constants; any failure to record turns replay off for the
+     * executor and runs normally). */
     bool device_graph;
 } rt_exec_options;
 
@@ -75,6 +76,20 @@ uint64_t rt_executor_peak_bytes(const rt_executor *ex);
 void rt_executor_set_device_graph(rt_executor *ex, bool on);
 int rt_executor_device_graph_state(const rt_executor *ex);
 const char *rt_executor_device_graph_why(const rt_executor *ex);
+/* Main-graph nodes that run on the host but depend only on input shapes and constants
+ * (Shape -> Gather -> Unsqueeze ... chains): a recorded device graph takes their values as
+ * constants of the input-shape signature (computed by the node-by-node run that learned
+ * the shapes, checked again while recording, uploaded once). The count is 0 when device
+ * graphs are off; node_per_signature says whether main-graph node i is one of them. */
+int32_t rt_executor_device_graph_host_nodes(const rt_executor *ex);
+bool rt_executor_node_per_signature(const rt_executor *ex, int32_t i);
+/* Device-graph replays without data transfers (trtexec --noDataTransfers): off, a replay
+ * copies no inputs (the graph reads what the last copying run left in its input buffers)
+ * and returns no outputs (every output value is left empty); it still waits for the
+ * graph. Runs that do not replay transfer as usual. On by default. */
+void rt_executor_set_transfers(rt_executor *ex, bool on);
+/* Device executors: bytes of initializers uploaded to the device at creation. */
+uint64_t rt_executor_device_weight_bytes(const rt_executor *ex);
 /* Device executors: times of the last run's phases in ns, measured with backend timer
  * marks when replaying a graph (h2d: inputs to the device, compute: the graph, d2h:
  * outputs back); all 0 when the last run did not replay. */

@@ -20,7 +20,49 @@ struct rt_session {
     void *fbctx; /* CPU backend for nodes a device backend does not run */
     rt_executor *ex;
     rt_session_options opts;
+    rt_tactic_cache tactics; /* device backends: the node attribute, then opts.tactic_cache */
 };
+
+/* ---- device tactic timings (rt_tactic_cache): a GPU engine's node attribute first ---- */
+
+bool rt_gpu_tactic_lookup(const ir_node *node, const char *sig, const char *tactic, double *ms) {
+    const ir_attr *a = node ? ir_node_attr(node, RT_GPU_TACTICS_ATTR) : NULL;
+    if (!a || a->type != IR_ATTR_STRING || !a->s.data) return false;
+    size_t ls = strlen(sig), lt = strlen(tactic);
+    const char *p = a->s.data, *end = a->s.data + a->s.len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if ((size_t)(le - p) > ls + lt + 2 && !memcmp(p, sig, ls) && p[ls] == '\t' && !memcmp(p + ls + 1, tactic, lt) &&
+            p[ls + 1 + lt] == '\t') {
+            char num[64];
+            size_t n = (size_t)(le - (p + ls + lt + 2));
+            if (n >= sizeof num) return false;
+            memcpy(num, p + ls + lt + 2, n);
+            num[n] = 0;
+            char *e = NULL;
+            double v = strtod(num, &e);
+            if (e == num) return false;
+            *ms = v;
+            return true;
+        }
+        p = le + 1;
+    }
+    return false;
+}
+
+static bool session_tactic_get(void *user, const ir_node *node, const char *sig, const char *tactic, double *ms) {
+    const rt_session *s = user;
+    if (rt_gpu_tactic_lookup(node, sig, tactic, ms)) return true;
+    const rt_tactic_cache *u = s->opts.tactic_cache;
+    return u && u->get && u->get(u->user, node, sig, tactic, ms);
+}
+
+static void session_tactic_put(void *user, const ir_node *node, const char *sig, const char *tactic, double ms) {
+    const rt_session *s = user;
+    const rt_tactic_cache *u = s->opts.tactic_cache;
+    if (u && u->put) u->put(u->user, node, sig, tactic, ms);
+}
 
 rt_session_options rt_session_options_default(void) {
     rt_session_options o;
@@ -53,6 +95,12 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
     if (opts->run_passes) st = build_run_passes(model, NULL, err);
     rt_backend_options bo = {opts->threads, 0, opts->fp16, opts->no_tf32, opts->workspace_bytes};
     if (st == KILN_OK) st = be->create(&bo, &s->bctx, err);
+    if (st == KILN_OK && be->set_tactic_cache) {
+        s->tactics.get = session_tactic_get;
+        s->tactics.put = session_tactic_put;
+        s->tactics.user = s;
+        be->set_tactic_cache(s->bctx, &s->tactics);
+    }
     const rt_backend *fb = NULL;
     if (st == KILN_OK && be->location != RT_MEM_HOST) {
         /* A device backend decides per node from value types (int64 shape arithmetic stays
@@ -64,9 +112,18 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         (void)ir_infer(model, NULL, &dl, &ie);
         kiln_err_clear(&ie);
         diag_list_free(&dl);
+        /* attention blocks -> one Attention node, which the device runs as one kernel
+         * (build/passes/fuse_attention.c); then --fp16: float16 tensors between the nodes
+         * the device runs in half, casts at the boundaries (precision_fp16.c) */
+        if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
+        if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
+        /* half convolutions channels-last (layout_nhwc.c), opt-in with KILN_NHWC=1: it
+         * measured slower than NCHW on ResNet-50 at batch 1 (docs/CUDA.md) */
+        if (st == KILN_OK && opts->fp16 && getenv("KILN_NHWC"))
+            st = build_pass_layout_nhwc_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
-        st = fb->create(&fo, &s->fbctx, err);
+        if (st == KILN_OK) st = fb->create(&fo, &s->fbctx, err);
     }
     if (st == KILN_OK) {
         rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx,
@@ -74,7 +131,11 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
     if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))
-        fprintf(stderr, "warning: %s\n", rt_executor_fallback_report(s->ex));
+        fprintf(stderr, "warning: %s%s\n", rt_executor_fallback_report(s->ex),
+                rt_executor_device_graph_host_nodes(s->ex) == rt_executor_n_fallback(s->ex)
+                    ? " (all depend only on input shapes: evaluated once per input shape, CUDA graphs still "
+                      "record the rest)"
+                    : "");
     if (st != KILN_OK) {
         rt_session_free(s);
         return st;

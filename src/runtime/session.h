@@ -38,7 +38,18 @@ typedef struct rt_session_options {
     uint64_t workspace_bytes; /* tactic scratch limit (0 = backend default) */
     bool quiet_fallback;      /* do not print the per-node CPU fallback warning to stderr */
     bool no_device_graph;     /* do not record/replay whole runs as CUDA graphs (on by default) */
+    /* Appended: device tactic timings beyond the ones a GPU engine carries (node attribute
+     * RT_GPU_TACTICS_ATTR): looked up after those, and every new timing is put here
+     * (the builder passes its --timingCacheFile cache). NULL: the engine's only. */
+    const rt_tactic_cache *tactic_cache;
 } rt_session_options;
+
+/* Node attribute of a GPU engine's GEMM/Conv nodes: the tactic timings measured when it
+ * was built, one "signature\ttactic\tms" line each (cuda_tactics.c makes the names), so
+ * a loaded engine runs the built choices without timing them again. */
+#define RT_GPU_TACTICS_ATTR "kiln_gpu_tactics"
+/* The timing of (sig, tactic) in the node's RT_GPU_TACTICS_ATTR; false when absent. */
+bool rt_gpu_tactic_lookup(const ir_node *node, const char *sig, const char *tactic, double *ms);
 
 rt_session_options rt_session_options_default(void);
 

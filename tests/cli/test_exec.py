@@ -146,6 +146,10 @@ def test_inspect_engine(engine):
     assert [l["name"] for l in j["layers"]] == ["/fc1/MatMul", "/fc2/MatMul"]
     assert j["inputs"][0]["shape"] == ["batch", 16]
     assert j["memory"]["weights_bytes"] >= (16 * 32 + 32 * 4) * 4
+    # a CPU engine records no GPU (GPU engines fill these; see docs/ENGINE_FORMAT.md)
+    assert j["backend"] == "cpu"
+    assert [j[k] for k in ("gpu_arch", "cuda_version", "cublas_version", "cudnn_version")] == ["", "", "", ""]
+    assert "gpu         " not in p.stdout
 
 
 def test_shape_outside_profile(engine):
@@ -256,8 +260,47 @@ def test_bad_values(mlp):
     assert "--percentile: '101'" in run("exec", f"--onnx={mlp}", "--percentile=101", check_rc=2).stderr
     assert "give a model" in run("exec", "--iterations=2", check_rc=2).stderr
     assert "--onnx needs a value" in run("exec", "--onnx", check_rc=2).stderr
-    p = run("exec", f"--onnx={mlp}", "--backend=cuda", check_rc=1)
-    assert "no CUDA backend" in p.stdout + p.stderr
+
+
+def test_cuda_without_gpu_is_a_clear_error(mlp, tmp_path):
+    """CI has no GPU: building a cuda engine stops with the reason (no CUDA in this build,
+    or no usable GPU) and the way out, never a crash, and writes no engine."""
+    eng = tmp_path / "m.engine"
+    p = run("exec", f"--onnx={mlp}", "--backend=cuda", f"--saveEngine={eng}", check_rc=1)
+    out = p.stdout + p.stderr
+    assert "--backend=cuda:" in out
+    assert ("built without the CUDA backend" in out) or ("no usable NVIDIA GPU" in out)
+    assert "--backend=cpu" in out
+    assert "&&&& FAILED" in p.stdout
+    assert not eng.exists()
+
+
+def test_gpu_runtime_flags_on_cpu(mlp):
+    """The GPU runtime flags parse, are noted as doing nothing on the CPU backend, and
+    contradictions or values are errors."""
+    p = run("exec", f"--onnx={mlp}", "--noDataTransfers", "--noCudaGraph", "--useSpinWait", *FAST, check_rc=0)
+    for flag in ("--noDataTransfers", "--noCudaGraph", "--useSpinWait"):
+        assert f"{flag}: a TensorRT/GPU option with no meaning on kiln's CPU backend" in p.stdout
+    assert "H2D Latency: not applicable on the CPU backend" in p.stdout
+    p = run("exec", f"--onnx={mlp}", "--useCudaGraph", "--noCudaGraph", check_rc=2)
+    assert "--useCudaGraph and --noCudaGraph contradict" in p.stderr
+    p = run("exec", f"--onnx={mlp}", "--noDataTransfers=1", check_rc=2)
+    assert "--noDataTransfers takes no value" in p.stderr
+    for bad in ("0", "257", "two", ""):
+        p = run("exec", f"--onnx={mlp}", f"--infStreams={bad}", check_rc=2)
+        assert "--infStreams" in p.stderr
+    p = run("exec", f"--onnx={mlp}", "--backend=tpu", check_rc=2)
+    assert "unknown backend 'tpu' (kiln has: cpu, cuda)" in p.stderr
+
+
+def test_backend_flag_must_match_loaded_engine(mlp, tmp_path):
+    """A CPU engine loaded with --backend=cuda is refused, naming the engine's backend and
+    the rebuild command (the check happens before any GPU is looked for)."""
+    eng = tmp_path / "m.engine"
+    run("exec", f"--onnx={mlp}", f"--saveEngine={eng}", "--skipInference", check_rc=0)
+    p = run("exec", f"--loadEngine={eng}", "--backend=cuda", *FAST, check_rc=1)
+    assert "built for the cpu backend" in p.stdout + p.stderr
+    assert "--backend=cuda --saveEngine=" in p.stdout + p.stderr
 
 
 def test_percentiles_and_avgruns(mlp):

@@ -5,7 +5,11 @@
 # against PyTorch (bench/bench_cuda.py). Logs go to $OUT (default ./gpu-out).
 #
 # Usage (from the repository root): tests/gpu/run_gpu.sh [NODE_TEST_DIR]
-#   env: SKIP_NOTF32=1 / SKIP_FALLBACK=1 skip those node-test runs; ZOO_TIMEOUT, BENCH_TIMEOUT (s)
+#   env: SKIP_NOTF32=1 / SKIP_FALLBACK=1 skip those node-test runs; ZOO_TIMEOUT, BENCH_TIMEOUT,
+#   EXEC_TIMEOUT (s); SKIP_NODE=1 / SKIP_ZOO=1 / SKIP_BENCH=1 / SKIP_EXEC=1 skip those parts.
+#   The exec part (tests/gpu/exec_gpu.py) checks CUDA graphs on every zoo model (BERT
+#   included), kiln exec --backend=cuda engines (build, save, load, outputs vs ONNX Runtime,
+#   inspect, --noDataTransfers, --infStreams=2) and ResNet-50 build times with a timing cache.
 #   NODE_TEST_DIR: ONNX backend-test node cases (default testdata/node, else
 #   ../shared/onnx-backend-tests/node).
 # Without cJSON headers installed, debs in debs/*.deb (libcjson-dev, libcjson1) are
@@ -44,7 +48,7 @@ K=$PWD/build-gpu/kiln
 
 NODE=${1:-testdata/node}
 [ -d "$NODE" ] || NODE=../shared/onnx-backend-tests/node
-if [ -d "$NODE" ]; then
+if [ -z "${SKIP_NODE:-}" ] && [ -d "$NODE" ]; then
     t0=$(date +%s)
     if [ -z "${SKIP_FALLBACK:-}" ]; then
         timeout 120 $K verify "$NODE" --backend cuda --no-fork --json "$OUT/node_cuda.json" >"$OUT/node_cuda.log" 2>&1
@@ -63,10 +67,22 @@ if [ -d "$NODE" ]; then
     grep -E "^(FAIL|fail)" "$OUT/node_gpu_only.log" | head -40 | tee -a "$OUT/summary.txt"
 fi
 
-t0=$(date +%s)
-PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-180} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
-log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -24 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
+if [ -z "${SKIP_EXEC:-}" ]; then
+    t0=$(date +%s)
+    PYTHONUNBUFFERED=1 timeout ${EXEC_TIMEOUT:-240} python3 tests/gpu/exec_gpu.py --kiln $K --out /tmp/zoo-exec \
+        >"$OUT/exec.log" 2>&1
+    log "exec/run on the GPU (graphs, engines, flags): rc=$? ($(( $(date +%s) - t0 )) s)"
+    tee -a "$OUT/summary.txt" <"$OUT/exec.log" | tail -60
+fi
 
-PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \
-    >"$OUT/bench.log" 2>&1
-log "bench rc=$?"; tail -40 "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+if [ -z "${SKIP_ZOO:-}" ]; then
+    t0=$(date +%s)
+    PYTHONUNBUFFERED=1 timeout ${ZOO_TIMEOUT:-180} python3 tests/gpu/zoo_cases.py --out /tmp/zoo --kiln $K >"$OUT/zoo.log" 2>&1
+    log "zoo vs ONNX Runtime: rc=$? ($(( $(date +%s) - t0 )) s)"; tail -24 "$OUT/zoo.log" | tee -a "$OUT/summary.txt"
+fi
+
+if [ -z "${SKIP_BENCH:-}" ] && [ -z "${SKIP_ZOO:-}" ]; then
+    PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \
+        >"$OUT/bench.log" 2>&1
+    log "bench rc=$?"; tail -40 "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+fi

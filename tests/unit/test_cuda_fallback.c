@@ -20,8 +20,29 @@
 
 #include "runtime/executor.h"
 
+/* Capture (the capturing backend): work enqueued between capture_begin and capture_end
+ * is recorded as ops instead of run, as CUDA stream capture does; copies from or to host
+ * memory break the recording (as pageable copies break a CUDA capture); memory freed while
+ * recording stays with the graph (a CUDA graph's memory nodes) until graph_destroy. */
+typedef struct fake_op {
+    int kind; /* 0 copy y <- a, 1 y = a + b (float) */
+    void *y;
+    const void *a, *b;
+    uint64_t bytes;
+} fake_op;
+typedef struct fake_graph {
+    fake_op ops[64];
+    int n_ops;
+    void *owned[64];
+    int n_owned;
+} fake_graph;
+
 typedef struct fake_ctx {
     int allocs, frees, h2d, d2h, runs;
+    bool capturing, broken;
+    fake_graph *rec;
+    int launches;
+    char captured[256]; /* names of the nodes recorded by the last capture */
 } fake_ctx;
 
 static kiln_status f_create(const rt_backend_options *o, void **ctx, kiln_error *err) {
@@ -31,20 +52,41 @@ static kiln_status f_create(const rt_backend_options *o, void **ctx, kiln_error 
     return KILN_OK;
 }
 static void f_destroy(void *ctx) { free(ctx); }
+/* Runs Identity and Add; nodes named host_* it can run but prefers to leave to the host
+ * (as the CUDA backend does with int64 results). */
+static bool f_can_run(const ir_node *n) { return !strcmp(n->op_type, "Identity") || !strcmp(n->op_type, "Add"); }
 static bool f_supports(void *ctx, const ir_model *m, const ir_node *n, kiln_dtype p) {
     (void)ctx, (void)m, (void)p;
-    return !strcmp(n->op_type, "Identity") || !strcmp(n->op_type, "Add");
+    return f_can_run(n) && strncmp(n->name, "host_", 5) != 0;
 }
 static kiln_status f_prepare(void *ctx, const ir_model *m, const ir_node *n, void **k, kiln_error *err) {
     (void)ctx, (void)m;
-    if (!f_supports(ctx, m, n, KILN_DTYPE_UNDEFINED))
+    if (!f_can_run(n))
         return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "fakedev: no %s", n->op_type);
     *k = (void *)1;
     return KILN_OK;
 }
 static void f_free_cb(void *ctx, void *p) {
-    ((fake_ctx *)ctx)->frees++;
+    fake_ctx *c = ctx;
+    if (c->capturing && c->rec && c->rec->n_owned < 64) {
+        c->rec->owned[c->rec->n_owned++] = p; /* the graph keeps it */
+        return;
+    }
+    c->frees++;
     free(p);
+}
+static void f_record(fake_ctx *c, int kind, void *y, const void *a, const void *b, uint64_t bytes) {
+    if (!c->rec || c->rec->n_ops == 64) {
+        c->broken = true;
+        return;
+    }
+    fake_op *o = &c->rec->ops[c->rec->n_ops++];
+    o->kind = kind, o->y = y, o->a = a, o->b = b, o->bytes = bytes;
+}
+static void f_exec(int kind, void *y, const void *a, const void *b, uint64_t bytes) {
+    memcpy(y, a, bytes);
+    if (kind == 1)
+        for (uint64_t i = 0; i < bytes / 4; i++) ((float *)y)[i] += ((const float *)b)[i];
 }
 static kiln_status f_alloc(void *ctx, uint64_t bytes, void **p, kiln_error *err) {
     (void)err;
@@ -57,12 +99,18 @@ static kiln_status f_copy(void *ctx, void *dst, const void *src, uint64_t n, rt_
                           kiln_error *err) {
     (void)s, (void)err;
     fake_ctx *c = ctx;
+    if (c->capturing && kind != RT_COPY_DEVICE_TO_DEVICE) {
+        c->broken = true;
+        return kiln_err_set(err, KILN_ERR_RUNTIME, "fakedev: host copy while capturing");
+    }
     if (kind == RT_COPY_HOST_TO_DEVICE) c->h2d++;
     if (kind == RT_COPY_DEVICE_TO_HOST) c->d2h++;
-    memcpy(dst, src, n);
+    if (c->capturing) f_record(c, 0, dst, src, NULL, n);
+    else memcpy(dst, src, n);
     return KILN_OK;
 }
-/* Identity: copy; Add(x, w): x + w elementwise (same shapes) -- both on "device" memory */
+/* Identity: copy (any dtype); Add(x, w): x + w elementwise (float32, same shapes) -- both
+ * on "device" memory */
 static kiln_status f_run(void *ctx, rt_node_call *call) {
     fake_ctx *c = ctx;
     c->runs++;
@@ -76,12 +124,53 @@ static kiln_status f_run(void *ctx, rt_node_call *call) {
     f_alloc(ctx, x->nbytes, &y->data, NULL);
     y->free_fn = f_free_cb;
     y->free_ctx = ctx;
-    memcpy(y->data, x->data, x->nbytes);
-    if (!strcmp(call->node->op_type, "Add")) {
-        float *yd = y->data;
-        const float *wd = call->inputs[1]->t.data;
-        for (uint64_t i = 0; i < y->count; i++) yd[i] += wd[i];
+    int kind = !strcmp(call->node->op_type, "Add");
+    const void *b = kind ? call->inputs[1]->t.data : NULL;
+    if (c->capturing) {
+        f_record(c, kind, y->data, x->data, b, x->nbytes);
+        size_t len = strlen(c->captured);
+        snprintf(c->captured + len, sizeof c->captured - len, "%s%s", len ? "," : "", call->node->name);
+    } else {
+        f_exec(kind, y->data, x->data, b, x->nbytes);
     }
+    return KILN_OK;
+}
+static void f_graph_destroy(void *ctx, void *graph) {
+    fake_ctx *c = ctx;
+    fake_graph *gr = graph;
+    for (int i = 0; i < gr->n_owned; i++) {
+        c->frees++;
+        free(gr->owned[i]);
+    }
+    free(gr);
+}
+static kiln_status f_capture_begin(void *ctx, kiln_error *err) {
+    fake_ctx *c = ctx;
+    c->rec = calloc(1, sizeof *c->rec);
+    if (!c->rec) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    c->capturing = true;
+    c->broken = false;
+    c->captured[0] = 0;
+    return KILN_OK;
+}
+static kiln_status f_capture_end(void *ctx, void **graph, kiln_error *err) {
+    fake_ctx *c = ctx;
+    c->capturing = false;
+    fake_graph *gr = c->rec;
+    c->rec = NULL;
+    if (c->broken) {
+        f_graph_destroy(ctx, gr);
+        return kiln_err_set(err, KILN_ERR_RUNTIME, "fakedev: the capture was broken");
+    }
+    *graph = gr;
+    return KILN_OK;
+}
+static kiln_status f_graph_launch(void *ctx, void *graph, kiln_error *err) {
+    (void)err;
+    fake_graph *gr = graph;
+    ((fake_ctx *)ctx)->launches++;
+    for (int i = 0; i < gr->n_ops; i++)
+        f_exec(gr->ops[i].kind, gr->ops[i].y, gr->ops[i].a, gr->ops[i].b, gr->ops[i].bytes);
     return KILN_OK;
 }
 static kiln_status f_mark(void *ctx, void *s, uint64_t *m, kiln_error *e) {
@@ -98,6 +187,15 @@ static const rt_backend fake_backend = {
     .api_version = RT_BACKEND_API_VERSION, .name = "fakedev", .create = f_create, .destroy = f_destroy,
     .supports = f_supports, .prepare_node = f_prepare, .run_node = f_run, .alloc = f_alloc, .free = f_free,
     .copy = f_copy, .timer_mark = f_mark, .timer_elapsed_ns = f_elapsed, .location = RT_MEM_CUDA,
+};
+
+/* The same device with capture hooks (a CUDA backend with graphs). */
+static const rt_backend capture_backend = {
+    .api_version = RT_BACKEND_API_VERSION, .name = "fakedev", .create = f_create, .destroy = f_destroy,
+    .supports = f_supports, .prepare_node = f_prepare, .run_node = f_run, .alloc = f_alloc, .free = f_free,
+    .copy = f_copy, .timer_mark = f_mark, .timer_elapsed_ns = f_elapsed, .location = RT_MEM_CUDA,
+    .capture_begin = f_capture_begin, .capture_end = f_capture_end, .graph_launch = f_graph_launch,
+    .graph_destroy = f_graph_destroy,
 };
 
 static ir_model *new_model(void) {
@@ -285,11 +383,232 @@ static void test_device_tensor_release(void **state) {
     assert_null(t.data);
 }
 
+/* x -> Identity 'host_idx' (dev, which prefers the host for it) -> a;  y = Add 'add'(a, a) (dev);
+ * Shape 'shp'(a) (cpu) -> s;  Mul 'mul'(s, s) (cpu) -> s2;  out2 = Identity 'ids'(s2) (dev).
+ * Shape and Mul run on the CPU but depend only on x's shape: the run is still recorded,
+ * with s2 uploaded once per input shape, and replays read new x values. host_idx reads x's
+ * values: with graphs on it moves to the device, with graphs off it stays on the CPU. */
+static ir_model *build_shape_chain(void) {
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    g->inputs = ARENA_ARRAY(&m->arena, int32_t, 1);
+    g->inputs[0] = ir_graph_value(g, "x");
+    g->n_inputs = 1;
+    g->values[g->inputs[0]].flags |= IR_VALUE_GRAPH_INPUT;
+    g->outputs = ARENA_ARRAY(&m->arena, int32_t, 2);
+    g->outputs[0] = ir_graph_value(g, "y");
+    g->outputs[1] = ir_graph_value(g, "out2");
+    g->n_outputs = 2;
+    node(g, "Identity", "host_idx", "x", NULL, "a");
+    node(g, "Add", "add", "a", "a", "y");
+    node(g, "Shape", "shp", "a", NULL, "s");
+    node(g, "Mul", "mul", "s", "s", "s2");
+    node(g, "Identity", "ids", "s2", NULL, "out2");
+    return m;
+}
+
+static void run_chain(rt_executor *ex, int64_t r, int64_t c, float base) {
+    kiln_error e = {0};
+    rt_value x, outs[2];
+    rt_value_init(&x);
+    int64_t dims[2] = {r, c};
+    assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(&x), KILN_DTYPE_FLOAT, 2, dims, &e), KILN_OK);
+    for (uint64_t i = 0; i < x.t.count; i++) ((float *)x.t.data)[i] = base + (float)i;
+    const rt_value *ins[1] = {&x};
+    kiln_status st = rt_executor_run(ex, ins, outs, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    assert_int_equal(outs[0].t.count, (uint64_t)(r * c));
+    for (uint64_t i = 0; i < x.t.count; i++) assert_true(((float *)outs[0].t.data)[i] == 2 * (base + (float)i));
+    assert_int_equal(outs[1].t.dtype, KILN_DTYPE_INT64);
+    assert_int_equal(outs[1].t.count, 2);
+    assert_int_equal(((int64_t *)outs[1].t.data)[0], r * r);
+    assert_int_equal(((int64_t *)outs[1].t.data)[1], c * c);
+    rt_value_release(&outs[0]);
+    rt_value_release(&outs[1]);
+    rt_value_release(&x);
+}
+
+static void test_graph_with_shape_nodes(void **state) {
+    (void)state;
+    ir_model *m = build_shape_chain();
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    eo.device_graph = true;
+    rt_executor *ex = NULL;
+    kiln_status st = rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    fake_ctx *fc = fctx;
+    assert_int_equal(rt_executor_n_fallback(ex), 2); /* host_idx moved to the device */
+    assert_false(rt_executor_node_on_fallback(ex, m->graph, 0));
+    assert_int_equal(rt_executor_device_graph_host_nodes(ex), 2);
+    assert_false(rt_executor_node_per_signature(ex, 0));
+    assert_true(rt_executor_node_per_signature(ex, 2));
+    assert_true(rt_executor_node_per_signature(ex, 3));
+    assert_int_equal(rt_executor_device_graph_state(ex), 0);
+
+    /* first run learns the shapes (node by node); Shape read a device tensor's header,
+     * not its data: the only D2H copies are the two graph outputs */
+    int d2h0 = fc->d2h;
+    run_chain(ex, 2, 3, 1.f);
+    assert_int_equal(fc->d2h - d2h0, 2);
+    assert_int_equal(rt_executor_device_graph_state(ex), 0);
+    assert_int_equal(fc->launches, 0);
+    /* second run with the same shapes: recorded (without the CPU nodes) and replayed */
+    run_chain(ex, 2, 3, 5.f);
+    assert_int_equal(rt_executor_device_graph_state(ex), 1);
+    assert_int_equal(fc->launches, 1);
+    assert_string_equal(fc->captured, "host_idx,add,ids");
+    /* later runs: one H2D (x), two D2H (outputs), no allocation, no node run */
+    int h2d = fc->h2d, d2h = fc->d2h, allocs = fc->allocs, runs = fc->runs;
+    run_chain(ex, 2, 3, -7.f);
+    assert_int_equal(fc->launches, 2);
+    assert_int_equal(fc->h2d - h2d, 1);
+    assert_int_equal(fc->d2h - d2h, 2);
+    assert_int_equal(fc->allocs - allocs, 0);
+    assert_int_equal(fc->runs, runs);
+    /* without transfers (--noDataTransfers): the graph runs on what the input buffers
+     * hold, nothing is copied and no output comes back */
+    rt_executor_set_transfers(ex, false);
+    {
+        rt_value x, outs[2];
+        rt_value_init(&x);
+        int64_t dims[2] = {2, 3};
+        assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(&x), KILN_DTYPE_FLOAT, 2, dims, &e), KILN_OK);
+        memset(x.t.data, 0, x.t.nbytes);
+        const rt_value *ins[1] = {&x};
+        h2d = fc->h2d, d2h = fc->d2h;
+        assert_int_equal(rt_executor_run(ex, ins, outs, &e), KILN_OK);
+        assert_int_equal(fc->launches, 3);
+        assert_int_equal(fc->h2d, h2d);
+        assert_int_equal(fc->d2h, d2h);
+        assert_int_equal(outs[0].kind, IR_TYPE_UNKNOWN);
+        assert_int_equal(outs[1].kind, IR_TYPE_UNKNOWN);
+        rt_value_release(&x);
+    }
+    rt_executor_set_transfers(ex, true);
+    run_chain(ex, 2, 3, 4.f);
+    assert_int_equal(fc->launches, 4);
+    /* new shapes: the graph is dropped, the shapes learned again, then replayed */
+    run_chain(ex, 3, 2, 0.5f);
+    assert_int_equal(rt_executor_device_graph_state(ex), 0);
+    assert_int_equal(fc->launches, 4);
+    run_chain(ex, 3, 2, 2.5f);
+    assert_int_equal(rt_executor_device_graph_state(ex), 1);
+    assert_int_equal(fc->launches, 5);
+    run_chain(ex, 3, 2, 9.f);
+    assert_int_equal(fc->launches, 6);
+    rt_executor_free(ex);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
+/* Without device graphs, host_idx stays on the host (the device's preference). */
+static void test_no_graph_keeps_preference(void **state) {
+    (void)state;
+    ir_model *m = build_shape_chain();
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    rt_executor *ex = NULL;
+    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    assert_int_equal(rt_executor_n_fallback(ex), 3);
+    assert_true(rt_executor_node_on_fallback(ex, m->graph, 0));
+    assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
+    run_chain(ex, 2, 3, 1.f);
+    run_chain(ex, 2, 3, 2.f);
+    fake_ctx *fc = fctx;
+    assert_int_equal(fc->launches, 0);
+    rt_executor_free(ex);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
+/* A host node that reads values and that the device cannot run (Softmax) keeps graphs
+ * off; then host_idx is not moved either (moving it would only add copies). */
+static void test_no_move_when_graph_impossible(void **state) {
+    (void)state;
+    ir_model *m = build_shape_chain();
+    node(m->graph, "Softmax", "sm", "x", NULL, "z");
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    eo.device_graph = true;
+    rt_executor *ex = NULL;
+    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    assert_int_equal(rt_executor_device_graph_state(ex), -1);
+    assert_non_null(strstr(rt_executor_device_graph_why(ex), "'sm' (Softmax)"));
+    assert_true(rt_executor_node_on_fallback(ex, m->graph, 0)); /* host_idx stayed */
+    assert_int_equal(rt_executor_n_fallback(ex), 4);
+    run_chain(ex, 2, 3, 1.f);
+    run_chain(ex, 2, 3, 2.f);
+    fake_ctx *fc = fctx;
+    assert_int_equal(fc->launches, 0);
+    rt_executor_free(ex);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
+/* A CPU node that reads activation values (Softmax of x) keeps graphs off, and says which. */
+static void test_graph_off_for_value_nodes(void **state) {
+    (void)state;
+    ir_model *m = build();
+    void *fctx = NULL, *cctx = NULL;
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = cctx;
+    eo.device_graph = true;
+    rt_executor *ex = NULL;
+    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    assert_int_equal(rt_executor_device_graph_state(ex), -1);
+    assert_non_null(strstr(rt_executor_device_graph_why(ex), "'s1' (Softmax)"));
+    assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
+    assert_false(rt_executor_node_per_signature(ex, 0));
+    rt_executor_free(ex);
+    fake_ctx *fc = fctx;
+    assert_int_equal(fc->launches, 0);
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fctx);
+    rt_backend_cpu()->destroy(cctx);
+    ir_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fallback_and_copies),
         cmocka_unit_test(test_no_fallback_reports_missing),
         cmocka_unit_test(test_device_tensor_release),
+        cmocka_unit_test(test_graph_with_shape_nodes),
+        cmocka_unit_test(test_graph_off_for_value_nodes),
+        cmocka_unit_test(test_no_graph_keeps_preference),
+        cmocka_unit_test(test_no_move_when_graph_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,9 @@
 #include "backends/cuda/cuda_internal.h"
 #include "diag/diag.h"
 #include "ir/infer.h"
+#include "build/passes/passes.h"
+
+#include <stdlib.h>
 
 static void test_bcast_math(void **state) {
     (void)state;
@@ -230,8 +233,141 @@ static void test_session(void **state) {
     kiln_model_free(km);
 }
 
+
+/* ---- FP16 activations: the pass with the GPU's rules ---- */
+
+static bool gpu_node_half(void *user, const ir_model *m, const ir_node *n) {
+    (void)user;
+    return cuda_op_half_ok(m, n, NULL, 0);
+}
+static bool gpu_input_half(void *user, const ir_node *n, int32_t k) {
+    (void)user;
+    return !cuda_op_input_on_host(n, k);
+}
+
+static bool gpu_node_nhwc(void *user, const ir_model *m, const ir_node *n) {
+    (void)user;
+    return cuda_op_supported(m, n, NULL, 0);
+}
+
+static bool node_has_dtype(const ir_graph *g, const ir_node *n, kiln_dtype dt) {
+    for (int32_t k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        int32_t v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        if (v < 0) continue;
+        kiln_dtype t = g->values[v].init ? g->values[v].init->dtype : g->values[v].type.dtype;
+        if (t == dt) return true;
+    }
+    return false;
+}
+
+/* Runs the graph passes and the FP16 pass with the CUDA rules on a model file; checks that
+ * every node that now has float16 tensors is one the GPU runs as typed (the pass and the
+ * support rules agree), that the Casts run there, and that graph outputs stay float32.
+ * Returns -1 when the file is missing, else the number of half nodes. */
+static int check_fp16_model(const char *path, build_fp16_stats *out, int *attention) {
+    kiln_model *km = NULL;
+    if (kiln_model_load_file(path, NULL, &km) != KILN_OK) {
+        kiln_model_free(km);
+        return -1;
+    }
+    ir_model *m = kiln_model_ir(km);
+    kiln_error e = {0};
+    assert_int_equal(build_run_passes(m, NULL, &e), KILN_OK);
+    diag_list dl;
+    diag_list_init(&dl);
+    (void)ir_infer(m, NULL, &dl, &e);
+    kiln_err_clear(&e);
+    diag_list_free(&dl);
+    /* as the session does for a device backend: attention fusion, then FP16 */
+    build_pass_stats ps;
+    memset(&ps, 0, sizeof ps);
+    assert_int_equal(build_pass_fuse_attention(m, NULL, &ps, &e), KILN_OK);
+    for (int32_t i = 0; i < m->graph->n_nodes; i++)
+        if (!strcmp(m->graph->nodes[i].op_type, "Attention")) {
+            char why[256] = "";
+            if (!cuda_op_supported(m, &m->graph->nodes[i], why, sizeof why)) fprintf(stderr, "Attention: %s\n", why);
+            assert_true(cuda_op_supported(m, &m->graph->nodes[i], NULL, 0));
+        }
+    build_fp16_rules r = {gpu_node_half, gpu_input_half, NULL};
+    build_fp16_stats st;
+    const ir_graph *g = m->graph;
+    kiln_dtype out_dt[16];
+    for (int32_t i = 0; i < g->n_outputs && i < 16; i++) out_dt[i] = g->values[g->outputs[i]].type.dtype;
+    assert_int_equal(build_pass_precision_fp16(m, &r, &st, &e), KILN_OK);
+    /* a second run (loading a GPU engine that stores the rewritten graph) changes nothing */
+    build_fp16_stats again;
+    int32_t n_before = g->n_nodes;
+    assert_int_equal(build_pass_precision_fp16(m, &r, &again, &e), KILN_OK);
+    assert_int_equal(again.casts, 0);
+    assert_int_equal(again.initializers_converted, 0);
+    assert_int_equal(g->n_nodes, n_before);
+    build_layout_rules lr = {gpu_node_nhwc, NULL};
+    int32_t moved = 0;
+    assert_int_equal(build_pass_layout_nhwc(m, &lr, &moved, &e), KILN_OK);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!node_has_dtype(g, n, KILN_DTYPE_FLOAT16)) continue;
+        char why[256] = "";
+        bool ok = cuda_op_supported(m, n, why, sizeof why);
+        if (!ok) fprintf(stderr, "%s: node '%s' (%s) has float16 tensors but the GPU refuses it: %s\n", path, n->name,
+                         n->op_type, why);
+        assert_true(ok);
+    }
+    for (int32_t i = 0; i < g->n_outputs && i < 16; i++) /* outputs keep their types */
+        assert_int_equal(g->values[g->outputs[i]].type.dtype, out_dt[i]);
+    *out = st;
+    *attention = ps.attention_fused;
+    kiln_model_free(km);
+    return st.half_nodes;
+}
+
+static void test_fp16_pass_with_gpu_rules(void **state) {
+    (void)state;
+    static const char *const cases[] = {"test_gemm_default_single_elem_vector_bias", "test_conv_with_strides_padding",
+                                        "test_maxpool_2d_default", "test_softmax_axis_2", "test_where_example",
+                                        "test_gather_0", "test_clip_example", "test_layer_normalization_2d_axis0",
+                                        "test_matmul_3d", "test_cast_FLOAT_to_FLOAT16"};
+    int checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/onnx-backend-tests/node/%s/model.onnx", KILN_SHARED_DIR, cases[i]);
+        build_fp16_stats st;
+        int att = 0;
+        int r = check_fp16_model(path, &st, &att);
+        if (r < 0) {
+            printf("  (%s not found: skipped)\n", cases[i]);
+            continue;
+        }
+        checked++;
+        /* Cast keeps its types; LayerNormalization with Mean/InvStdDev outputs stays float32 */
+        bool expect_half = strcmp(cases[i], "test_cast_FLOAT_to_FLOAT16") != 0 &&
+                           strcmp(cases[i], "test_layer_normalization_2d_axis0") != 0 &&
+                           (HAVE_DNN || strcmp(cases[i], "test_conv_with_strides_padding") != 0);
+        if (expect_half != (r > 0)) fprintf(stderr, "%s: %d half nodes\n", cases[i], r);
+        assert_int_equal(expect_half, r > 0);
+    }
+    /* the zoo models (tools/make_zoo.py), when KILN_ZOO_DIR names their folder */
+    const char *zoo = getenv("KILN_ZOO_DIR");
+    static const char *const models[] = {"resnet50", "bert", "mobilenetv2", "embedding"};
+    for (size_t i = 0; zoo && i < sizeof models / sizeof models[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.onnx", zoo, models[i]);
+        build_fp16_stats st;
+        int att = 0;
+        int r = check_fp16_model(path, &st, &att);
+        if (r < 0) continue;
+        printf("  %s: %d attention blocks fused; %d half nodes, %d float32 nodes, %d casts, %d initializers "
+               "converted\n", models[i], att, st.half_nodes, st.float_nodes, st.casts, st.initializers_converted);
+        assert_true(r > 0);
+        assert_int_equal(att, strcmp(models[i], "bert") ? 0 : 12);
+    }
+    if (!zoo) printf("  (KILN_ZOO_DIR not set: zoo models not checked)\n");
+    if (!checked) skip();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp16_pass_with_gpu_rules),
         cmocka_unit_test(test_bcast_math),   cmocka_unit_test(test_info_compat), cmocka_unit_test(test_support_rules),
         cmocka_unit_test(test_host_inputs),  cmocka_unit_test(test_session),
     };

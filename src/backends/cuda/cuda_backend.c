@@ -240,6 +240,46 @@ static void be_graph_destroy(void *ctx, void *graph) {
     cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
+/* ---- page-locked host memory and the memory report (appended to the table) ---- */
+
+static kiln_status be_host_alloc(void *ctx, uint64_t bytes, void **ptr, kiln_error *err) {
+    (void)ctx;
+    *ptr = NULL;
+    cudaError_t e = cudaHostAlloc(ptr, bytes ? (size_t)bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *ptr = NULL;
+        return kiln_err_set(err, KILN_ERR_NOMEM, "cannot allocate %" PRIu64 " bytes of page-locked host memory (%s)",
+                            bytes, cudaGetErrorString(e));
+    }
+    return KILN_OK;
+}
+
+static void be_host_free(void *ctx, void *ptr) {
+    (void)ctx; /* may be NULL (backend.h) */
+    if (ptr) (void)cudaFreeHost(ptr);
+}
+
+static void be_mem_report(void *ctx, rt_device_mem *out) {
+    cuda_ctx *c = ctx;
+    memset(out, 0, sizeof *out);
+    out->workspace = c->workspace_bytes;
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess) {
+        uint64_t v = 0;
+        if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v) == cudaSuccess) out->pool_used_peak = v;
+        if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) == cudaSuccess) out->pool_reserved = v;
+    }
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        out->device_free = fr;
+        out->device_total = tot;
+    }
+    (void)cudaGetLastError();
+}
+
+static void be_set_tactic_cache(void *ctx, const rt_tactic_cache *cache) { ((cuda_ctx *)ctx)->tactics = cache; }
+
 /* ---- lifecycle ---- */
 
 static void be_destroy(void *ctx) {
@@ -327,7 +367,8 @@ static kiln_status be_create(const rt_backend_options *opts, void **out, kiln_er
 
 static bool be_supports(void *ctx, const ir_model *model, const ir_node *node, kiln_dtype precision) {
     (void)ctx;
-    (void)precision;
+    /* FLOAT16: could it run with float16 tensors (the FP16 pass's question) */
+    if (precision == KILN_DTYPE_FLOAT16) return cuda_op_half_ok(model, node, NULL, 0);
     return cuda_op_supported(model, node, NULL, 0);
 }
 
@@ -392,6 +433,10 @@ static const rt_backend cuda_backend_table = {
     .capture_end = be_capture_end,
     .graph_launch = be_graph_launch,
     .graph_destroy = be_graph_destroy,
+    .host_alloc = be_host_alloc,
+    .host_free = be_host_free,
+    .mem_report = be_mem_report,
+    .set_tactic_cache = be_set_tactic_cache,
 };
 
 const rt_backend *rt_backend_cuda(void) { return &cuda_backend_table; }

@@ -8,14 +8,19 @@
  * convolutions may use TF32 tensor cores (CUDNN_DEFAULT_MATH) unless no_tf32
  * (CUDNN_FMA_MATH).
  *
- * FP16 (backend option fp16): x and w go in as half (w converted once, x per run; see
- * cuda_fp16.c), cuDNN computes in float (half data, CUDNN_DATA_FLOAT convolution type)
- * into a half scratch output, and one kernel (cuda_k_half_epilogue) writes the float32
- * output with the bias, the fused residual and the activation.
+ * FP16, two forms. With FP16 activations (build/passes/precision_fp16.c made x, w, the
+ * bias and y float16) cuDNN reads and writes half directly with a float convolution type
+ * (CUDNN_DATA_HALF tensors, CUDNN_DATA_FLOAT compute, tensor-op math); bias + Relu (+ the
+ * residual as z) go through cudnnConvolutionBiasActivationForward when the algorithm
+ * allows, else one half bias/residual/activation kernel runs after. Without that pass
+ * (float32 graph, backend option fp16) x and w are converted to half here (w once, x per
+ * run; see cuda_fp16.c) into a half scratch output, and one kernel
+ * (cuda_k_half_epilogue) writes the float32 output with bias, residual and activation.
  */
 #if KILN_HAVE_CUDNN
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +36,9 @@ typedef struct conv_plan {
     cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
+    /* channels-last 1x1 convolutions run as cuBLASLt GEMMs: that GEMM's plan (cuda_gemm.c) */
+    void *gemm;
+    void (*gemm_free)(void *);
 } conv_plan;
 
 static void conv_clear(conv_plan *p) {
@@ -41,14 +49,19 @@ static void conv_clear(conv_plan *p) {
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
     if (p->ad) cudnnDestroyActivationDescriptor(p->ad);
     cuda_half_cache hc = p->hc;
+    void *gemm = p->gemm;
+    void (*gemm_free)(void *) = p->gemm_free;
     memset(p, 0, sizeof *p);
     p->hc = hc;
+    p->gemm = gemm;
+    p->gemm_free = gemm_free;
 }
 
 static void conv_free(void *s) {
     conv_plan *p = s;
     conv_clear(p);
     cuda_half_cache_free(&p->hc);
+    if (p->gemm && p->gemm_free) p->gemm_free(p->gemm);
     free(p);
 }
 
@@ -71,11 +84,20 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     bool res_at_2 = ra && ra->type == IR_ATTR_INT && ra->i == 2; /* no bias: the residual took slot 2 */
     const rt_tensor *bias = call->n_in > 2 && call->inputs[2] && !res_at_2 ? &call->inputs[2]->t : NULL;
     bool one_d = x->rank == 3;
+    /* channels-last (domain kiln.nhwc, build/passes/layout_nhwc.c): x [N, H, W, C],
+     * w [O, KH, KW, C/g], y [N, OH, OW, O]; half I/O only */
+    bool nhwc = cuda_node_nhwc(n);
+    if (nhwc && (x->rank != 4 || x->dtype != KILN_DTYPE_FLOAT16))
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "channels-last convolutions are 2-D float16 only");
     if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank)
         return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions on the GPU");
     const ir_attr *sa = ir_node_attr(n, "strides"), *pa = ir_node_attr(n, "pads"), *da = ir_node_attr(n, "dilations");
     int64_t N = x->dims[0], C = x->dims[1], H = one_d ? 1 : x->dims[2], W = x->dims[x->rank - 1];
     int64_t O = w->dims[0], CI = w->dims[1], KH = one_d ? 1 : w->dims[2], KW = w->dims[w->rank - 1];
+    if (nhwc) {
+        C = x->dims[3], H = x->dims[1], W = x->dims[2];
+        CI = w->dims[3], KH = w->dims[1], KW = w->dims[2];
+    }
     int64_t group = ir_node_attr_int(n, "group", 1);
     int64_t sh = one_d ? 1 : attr_at(sa, 0, 1), sw = attr_at(sa, one_d ? 0 : 1, 1);
     int64_t ph = one_d ? 0 : attr_at(pa, 0, 0), pw = attr_at(pa, one_d ? 0 : 1, 0);
@@ -84,17 +106,21 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         return cuda_node_fail(call, KILN_ERR_SHAPE, "weight channels %lld x group %lld != input channels %lld",
                               (long long)CI, (long long)group, (long long)C);
     if (bias && (int64_t)bias->count != O) return cuda_node_fail(call, KILN_ERR_SHAPE, "bias must have M entries");
+    bool hio = x->dtype == KILN_DTYPE_FLOAT16; /* FP16 activations: half in, half out */
+    if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype))
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "X, W and B differ in dtype");
     int64_t OH = (H + 2 * ph - ((KH - 1) * dh + 1)) / sh + 1, OW = (W + 2 * pw - ((KW - 1) * dw + 1)) / sw + 1;
     if (OH < 1 || OW < 1 || sh < 1 || sw < 1)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "kernel larger than the padded input");
     int64_t odims[4] = {N, O, one_d ? OW : OH, OW};
+    if (nhwc) odims[1] = OH, odims[2] = OW, odims[3] = O;
     rt_tensor *y;
-    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, x->rank, odims, &y, call->err);
+    kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, odims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
     /* a fused residual Add (ResNet's skip connection): y starts as the residual and the
      * convolution accumulates into it (cuDNN's z input / beta = 1), before bias and act */
     int32_t ri;
-    const rt_tensor *res = cuda_fused_input(call, "kiln_residual", y->count, &ri, &st);
+    const rt_tensor *res = cuda_fused_input_dt(call, "kiln_residual", y->count, x->dtype, &ri, &st);
     if (st != KILN_OK) return st;
 
     int act = -1;
@@ -118,12 +144,19 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         *call->state = p;
         *call->state_free = conv_free;
     }
+    /* channels-last 1x1, stride 1, no padding, one group: Y[N*H*W, O] = X[N*H*W, C] W[O, C]^T,
+     * a plain GEMM; cuBLASLt's half GEMMs (bias/ReLU epilogue, the residual as C) beat
+     * cuDNN's legacy algorithms there */
+    if (nhwc && KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && group == 1)
+        return cuda_gemm_rows_half(c, call, &p->gemm, &p->gemm_free, x->data, w->data, y->data,
+                                   bias ? bias->data : NULL, res ? res->data : NULL, N * H * W, O, C, act, fa, fb);
+    /* key[12]: 0 float32, 1 half operands with float32 I/O, 2 half I/O, 3 half I/O NHWC */
     int64_t key[13] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32,
-                       c->fp16};
+                       nhwc ? 3 : hio ? 2 : c->fp16};
     /* FP16: half views of x and w and a half output scratch (freed at the end) */
     const void *xdata = x->data, *wdata = w->data;
     void *ydata = y->data, *sx = NULL, *sy = NULL, *swt = NULL;
-    if (c->fp16) {
+    if (c->fp16 && !hio) {
         st = cuda_half_operand(c, call, &p->hc, 1, w, &wdata, &swt);
         if (st == KILN_OK) st = cuda_half_operand(c, call, &p->hc, 0, x, &xdata, &sx);
         if (st == KILN_OK) st = cuda_scratch_alloc(c, y->count * 2, &sy, call->err);
@@ -136,7 +169,7 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
     }
     st = conv_run(c, call, p, key, x, xdata, wdata, ydata, y, bias, res, act, fa, fb, N, C, H, W, O, CI, KH, KW, OH, OW,
                   sh, sw, ph, pw, dh, dw, group);
-    if (st == KILN_OK && c->fp16)
+    if (st == KILN_OK && c->fp16 && !hio)
         st = cuda_fail(call, cuda_k_half_epilogue(sy, y->data, res ? res->data : NULL, bias ? bias->data : NULL, N, O,
                                                   OH * OW, act, fa, fb, c->stream), "FP16 epilogue kernel");
     cuda_scratch_free(c, sx);
@@ -155,7 +188,9 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
                             int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t group) {
     (void)x;
     kiln_status st;
-    cudnnDataType_t dt = c->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    int mode = (int)key[12]; /* 0 float32, 1 half operands / float32 I/O, 2 half I/O, 3 half I/O NHWC */
+    cudnnDataType_t dt = mode ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    cudnnTensorFormat_t fmt = mode == 3 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
     cudnnStatus_t s;
     if (!p->valid || memcmp(p->key, key, sizeof p->key) != 0) {
@@ -167,62 +202,107 @@ static kiln_status conv_run(cuda_ctx *c, rt_node_call *call, conv_plan *p, const
         cudnnCreateFilterDescriptor(&p->wd);
         cudnnCreateConvolutionDescriptor(&p->cd);
         cudnnCreateActivationDescriptor(&p->ad);
-        if ((s = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)C, (int)H,
-                                            (int)W)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, dt, (int)N, (int)O, (int)OH,
-                                            (int)OW)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)O, 1, 1)) !=
+        if ((s = cudnnSetTensor4dDescriptor(p->xd, fmt, dt, (int)N, (int)C, (int)H, (int)W)) !=
                 CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NCHW, (int)O, (int)CI, (int)KH,
+            (s = cudnnSetTensor4dDescriptor(p->yd, fmt, dt, (int)N, (int)O, (int)OH, (int)OW)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, mode >= 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT, 1,
+                                            (int)O, 1, 1)) !=
+                CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetFilter4dDescriptor(p->wd, dt, fmt, (int)O, (int)CI, (int)KH,
                                             (int)KW)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetConvolution2dDescriptor(p->cd, (int)ph, (int)pw, (int)sh, (int)sw, (int)dh, (int)dw,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetConvolutionGroupCount(p->cd, (int)group)) != CUDNN_STATUS_SUCCESS ||
-            (s = cudnnSetConvolutionMathType(p->cd, c->fp16   ? CUDNN_TENSOR_OP_MATH
+            (s = cudnnSetConvolutionMathType(p->cd, mode      ? CUDNN_TENSOR_OP_MATH
                                                      : c->tf32 ? CUDNN_DEFAULT_MATH
                                                                : CUDNN_FMA_MATH)) !=
                 CUDNN_STATUS_SUCCESS ||
             (s = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0)) !=
                 CUDNN_STATUS_SUCCESS)
             return dnn_fail(call, s, "descriptor setup");
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int found = 0;
-        s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, xdata, p->wd, wdata, p->cd, p->yd, ydata,
-                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
-                                                   (size_t)c->workspace_bytes);
-        if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
-        int best = -1;
-        for (int i = 0; i < found && best < 0; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes) best = i;
-        if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
-        p->algo = perf[best].algo;
-        p->ws = perf[best].memory;
-        p->fused_ok = !c->fp16;
+        /* tactic cache (cuda_tactics.c): an algorithm timed before for this signature,
+         * when its workspace still fits */
+        char sig[CUDA_TACTIC_SIG];
+        cuda_tactic_sig(c, sig, sizeof sig, "conv x%lldx%lldx%lldx%lld w%lldx%lldx%lldx%lld s%lldx%lld p%lldx%lld "
+                        "d%lldx%lld g%lld ws%llu m%d", (long long)N, (long long)C, (long long)H, (long long)W,
+                        (long long)O, (long long)CI, (long long)KH, (long long)KW, (long long)sh, (long long)sw,
+                        (long long)ph, (long long)pw, (long long)dh, (long long)dw, (long long)group,
+                        (unsigned long long)c->workspace_bytes, mode);
+        int cached = -1;
+        size_t cws = 0;
+        if (cuda_tactic_best(c, call->node, sig, "algo", CUDNN_CONVOLUTION_FWD_ALGO_COUNT, false, &cached) &&
+            (cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, (cudnnConvolutionFwdAlgo_t)cached,
+                                                     &cws) != CUDNN_STATUS_SUCCESS ||
+             cws > c->workspace_bytes))
+            cached = -1;
+        if (cached >= 0) {
+            p->algo = (cudnnConvolutionFwdAlgo_t)cached;
+            p->ws = cws;
+        } else {
+            cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            int found = 0;
+            s = cudnnFindConvolutionForwardAlgorithmEx(h, p->xd, xdata, p->wd, wdata, p->cd, p->yd, ydata,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, c->workspace,
+                                                       (size_t)c->workspace_bytes);
+            if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "algorithm search");
+            int best = -1;
+            for (int i = 0; i < found; i++) {
+                bool fits = perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c->workspace_bytes;
+                if (fits) cuda_tactic_put(c, call->node, sig, "algo", (int)perf[i].algo, (double)perf[i].time);
+                if (fits && best < 0) best = i;
+            }
+            if (best < 0) return cuda_node_fail(call, KILN_ERR_RUNTIME, "no cuDNN algorithm fits the workspace limit");
+            p->algo = perf[best].algo;
+            p->ws = perf[best].memory;
+            /* KILN_CUDA_DEBUG_CONV=1: what cuDNN chose and its own timing, per plan (layout
+             * and precision comparisons without a profiler) */
+            if (getenv("KILN_CUDA_DEBUG_CONV"))
+                fprintf(stderr, "conv-plan %s mode %d N%lld C%lld H%lld W%lld O%lld k%lldx%lld g%lld: algo %d %.4f ms "
+                        "ws %zu\n", call->node->name, mode, (long long)N, (long long)C, (long long)H, (long long)W,
+                        (long long)O, (long long)KH, (long long)KW, (long long)group, (int)perf[best].algo,
+                        (double)perf[best].time, perf[best].memory);
+        }
+        p->fused_ok = mode != 1;
         p->valid = true;
     }
     float one = 1.f, zero = 0.f;
-    if (c->fp16) {
+    if (mode == 1) {
         s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &zero,
                                     p->yd, ydata);
         return s == CUDNN_STATUS_SUCCESS ? KILN_OK : dnn_fail(call, s, "FP16 convolution");
     }
-    /* after the algorithm search, which writes y */
-    if (res && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
+    /* after the algorithm search, which writes y; in half I/O the residual is read as z */
+    if (res && mode == 0 && (st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
                                                      (cudaStream_t)c->stream), "residual copy")) != KILN_OK)
         return st;
     float beta = res ? 1.f : 0.f;
     if (bias && act == CU_RELU && p->fused_ok) {
+        const void *z = mode >= 2 && res ? res->data : y->data;
         s = cudnnConvolutionBiasActivationForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace,
-                                                  p->ws, &beta, p->yd, y->data, p->bd, bias->data, p->ad, p->yd,
-                                                  y->data);
+                                                  p->ws, &beta, p->yd, z, p->bd, bias->data, p->ad, p->yd, y->data);
         if (s == CUDNN_STATUS_SUCCESS) return KILN_OK;
         p->fused_ok = false; /* this algorithm cannot fuse: use the two-step path from now on */
+        if (getenv("KILN_CUDA_DEBUG_CONV"))
+            fprintf(stderr, "conv-fused-refused %s mode %d: %s\n", call->node->name, mode, cudnnGetErrorString(s));
+    }
+    if (mode >= 2) {
+        s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &zero,
+                                    p->yd, y->data);
+        if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "FP16 convolution");
+        if (bias || res || act >= 0)
+            return cuda_fail(call, cuda_k_bias_act(1, y->data, bias ? bias->data : NULL, res ? res->data : NULL,
+                                                   mode == 3 ? N * OH * OW : N, O, mode == 3 ? 1 : OH * OW, act, fa, fb,
+                                                   c->stream),
+                             "bias/residual/activation kernel");
+        return KILN_OK;
     }
     s = cudnnConvolutionForward(h, &one, p->xd, xdata, p->wd, wdata, p->cd, p->algo, c->workspace, p->ws, &beta,
                                 p->yd, y->data);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(call, s, "convolution");
     if (bias || act >= 0)
-        return cuda_fail(call, cuda_k_bias_act(y->data, bias ? bias->data : NULL, N, O, OH * OW, act, fa, fb, c->stream),
+        return cuda_fail(call, cuda_k_bias_act(0, y->data, bias ? bias->data : NULL, NULL, N, O, OH * OW, act, fa, fb,
+                                               c->stream),
                          "bias/activation kernel");
     return KILN_OK;
 }

@@ -72,3 +72,19 @@ kiln_status cuda_half_operand(cuda_ctx *c, rt_node_call *call, cuda_half_cache *
     *out = *scratch;
     return KILN_OK;
 }
+
+const rt_tensor *cuda_fused_input_dt(rt_node_call *call, const char *attr, uint64_t count, kiln_dtype dt,
+                                     int32_t *index, kiln_status *st) {
+    *st = KILN_OK;
+    *index = -1;
+    const ir_attr *a = ir_node_attr(call->node, attr);
+    if (!a || a->type != IR_ATTR_INT) return NULL;
+    const rt_value *v = a->i >= 0 && a->i < call->n_in ? call->inputs[a->i] : NULL;
+    if (!v || v->kind != IR_TYPE_TENSOR || v->t.dtype != dt || v->t.device == RT_MEM_HOST || v->t.count != count) {
+        *st = cuda_node_fail(call, KILN_ERR_SHAPE, "fused input %lld (%s) is missing or is not %llu %s elements on the GPU",
+                             (long long)a->i, attr, (unsigned long long)count, kiln_dtype_name(dt));
+        return NULL;
+    }
+    *index = (int32_t)a->i;
+    return &v->t;
+}

@@ -12,9 +12,11 @@
  * fastest is kept in the node's state. FP32 GEMMs use TF32 tensor cores unless the
  * backend was created with no_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 vs CUBLAS_COMPUTE_32F).
  *
- * FP16 (backend option fp16, cuda_fp16.c): A and B go in as half (weights converted once,
- * activations per run), C/D stay float32 and the compute type is CUBLAS_COMPUTE_32F, so
- * products accumulate in float and the bias/ReLU epilogues work on float32 as before.
+ * FP16, two forms. With FP16 activations (build/passes/precision_fp16.c made the node's
+ * tensors float16) A, B, C, D and the bias are all CUDA_R_16F with CUBLAS_COMPUTE_32F: the
+ * products accumulate in float32 and D is rounded once. Without that pass (a float32 graph
+ * run with backend option fp16) A and B are converted to half here (cuda_fp16.c: weights
+ * once, activations per run) and C/D stay float32.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -28,7 +30,7 @@
 
 typedef struct gemm_key {
     int64_t m, n, k, batch, sa, sb;
-    int ta, tb, epi, has_c, tf32, fp16;
+    int ta, tb, epi, has_c, tf32, fp16, half_io; /* half_io: C/D (and bias) are float16 too */
 } gemm_key;
 
 typedef struct gemm_plan {
@@ -85,7 +87,7 @@ static kiln_status layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64
 
 /* Y (row-major [batch, M, N]) = alpha * opA(A) opB(B) (+ beta * Y) (+ bias[N]) with epilogue. */
 static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key, const void *A, const void *B,
-                           float *Y, const float *bias, float alpha, float beta) {
+                           void *Y, const void *bias, float alpha, float beta) {
     gemm_plan *p = plan_of(call);
     if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
     cublasStatus_t s;
@@ -107,7 +109,7 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                    key->batch, key->sb) != KILN_OK ||
             layout(&p->lb, ab, key->ta ? (uint64_t)M : (uint64_t)K, key->ta ? (uint64_t)K : (uint64_t)M, key->ta ? M : K,
                    key->batch, key->sa) != KILN_OK ||
-            layout(&p->lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N, key->batch, M * N) != KILN_OK)
+            layout(&p->lc, key->half_io ? CUDA_R_16F : CUDA_R_32F, (uint64_t)N, (uint64_t)M, N, key->batch, M * N) != KILN_OK)
             return cuda_node_fail(call, KILN_ERR_RUNTIME, "cuBLASLt layout creation failed");
         if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
         cublasLtMatmulPreference_t pref;
@@ -121,9 +123,16 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
         cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || nres == 0) return lt_fail(call, s, "algorithm heuristic (no algorithm)");
         int best = 0;
+        /* tactic cache (cuda_tactics.c): every candidate timed before for this signature */
+        char sig[CUDA_TACTIC_SIG];
+        cuda_tactic_sig(c, sig, sizeof sig, "gemm m%lld n%lld k%lld b%lld sa%lld sb%lld t%d%d e%d c%d h%d n%d",
+                        (long long)key->m, (long long)key->n, (long long)key->k, (long long)key->batch,
+                        (long long)key->sa, (long long)key->sb, key->ta, key->tb, key->epi, key->has_c,
+                        key->fp16 + key->half_io /* 0 float, 1 half operands, 2 half I/O */, nres);
+        bool cached = nres > 1 && cuda_tactic_best(c, call->node, sig, "lt", nres, true, &best);
         /* time the candidates on the real buffers; with beta != 0 the output is also an
          * input, so timing would corrupt it: keep the heuristic's first choice then */
-        if (nres > 1 && beta == 0.f) {
+        if (nres > 1 && beta == 0.f && !cached) {
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -139,8 +148,10 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                 cudaEventRecord(e1, c->stream);
                 if (!ok || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
                     (void)cudaGetLastError();
+                    cuda_tactic_put(c, call->node, sig, "lt", i, 1e30); /* cannot run: never chosen */
                     continue;
                 }
+                cuda_tactic_put(c, call->node, sig, "lt", i, (double)ms / GEMM_TIMING_REPS);
                 if (ms < best_ms) best_ms = ms, best = i;
             }
             cudaEventDestroy(e0);
@@ -159,7 +170,11 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
 /* lt_gemm with FP16 operands when the backend runs FP16: A and B (inputs ia, ib of the
  * node) converted to half (cuda_fp16.c), the result still float32. */
 static kiln_status run_gemm(cuda_ctx *c, rt_node_call *call, gemm_key *key, const rt_tensor *a, int32_t ia,
-                            const rt_tensor *b, int32_t ib, float *Y, const float *bias, float alpha, float beta) {
+                            const rt_tensor *b, int32_t ib, void *Y, const void *bias, float alpha, float beta) {
+    if (a->dtype == KILN_DTYPE_FLOAT16) { /* FP16 activations: everything is half already */
+        key->fp16 = key->half_io = 1;
+        return lt_gemm(c, call, key, a->data, b->data, Y, bias, alpha, beta);
+    }
     key->fp16 = c->fp16;
     if (!c->fp16) return lt_gemm(c, call, key, a->data, b->data, Y, bias, alpha, beta);
     gemm_plan *p = plan_of(call);
@@ -195,6 +210,8 @@ static int fused_act(const ir_node *n, bool *relu, float *a, float *b) {
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     const rt_tensor *a = &call->inputs[0]->t, *b = &call->inputs[1]->t;
     if (a->rank < 2 || b->rank < 2) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "1-D operands");
+    if (a->dtype != b->dtype) return cuda_node_fail(call, KILN_ERR_SHAPE, "A and B differ in dtype");
+    int half = a->dtype == KILN_DTYPE_FLOAT16;
     int64_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
     if (b->dims[b->rank - 2] != K)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "inner dimensions differ (%lld vs %lld)", (long long)K,
@@ -212,7 +229,7 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     dims[br] = M;
     dims[br + 1] = N;
     rt_tensor *y;
-    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, br + 2, dims, &y, call->err);
+    kiln_status st = cuda_out(c, &call->outputs[0], a->dtype, br + 2, dims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
     if (K == 0) return cuda_fail(call, cudaMemsetAsync(y->data, 0, y->nbytes, c->stream), "memset");
     gemm_key key;
@@ -236,9 +253,9 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     /* Adds fused by the graph passes: a bias [N] into the BIAS epilogue, a residual of the
      * output's shape as C (Y starts as the residual, beta = 1): act(AB + bias + residual) */
     int32_t bi, ri;
-    const rt_tensor *bias = cuda_fused_input(call, "kiln_bias", (uint64_t)N, &bi, &st);
+    const rt_tensor *bias = cuda_fused_input_dt(call, "kiln_bias", (uint64_t)N, a->dtype, &bi, &st);
     if (st != KILN_OK) return st;
-    const rt_tensor *res = cuda_fused_input(call, "kiln_residual", y->count, &ri, &st);
+    const rt_tensor *res = cuda_fused_input_dt(call, "kiln_residual", y->count, a->dtype, &ri, &st);
     if (st != KILN_OK) return st;
     float beta = 0.f;
     if (res) {
@@ -252,7 +269,7 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias ? bias->data : NULL, 1.f, beta);
     if (st == KILN_OK && act >= 0 && !relu)
-        st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
+        st = cuda_fail(call, cuda_k_bias_act(half, y->data, NULL, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");
     return st;
 }
@@ -262,6 +279,9 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
     const rt_tensor *a = &call->inputs[0]->t, *b = &call->inputs[1]->t;
     const rt_tensor *cc = call->n_in > 2 && call->inputs[2] ? &call->inputs[2]->t : NULL;
     if (a->rank != 2 || b->rank != 2) return cuda_node_fail(call, KILN_ERR_SHAPE, "A and B must be 2-D");
+    if (a->dtype != b->dtype || (cc && cc->dtype != a->dtype))
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "A, B and C differ in dtype");
+    int half = a->dtype == KILN_DTYPE_FLOAT16;
     int ta = (int)ir_node_attr_int(n, "transA", 0), tb = (int)ir_node_attr_int(n, "transB", 0);
     float alpha = ir_node_attr_float(n, "alpha", 1.f), beta = ir_node_attr_float(n, "beta", 1.f);
     int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
@@ -269,7 +289,7 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
     if (K != Kb) return cuda_node_fail(call, KILN_ERR_SHAPE, "inner dimensions differ");
     int64_t dims[2] = {M, N};
     rt_tensor *y;
-    kiln_status st = cuda_out(c, &call->outputs[0], KILN_DTYPE_FLOAT, 2, dims, &y, call->err);
+    kiln_status st = cuda_out(c, &call->outputs[0], a->dtype, 2, dims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
     gemm_key key;
     memset(&key, 0, sizeof key);
@@ -277,7 +297,7 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
     bool relu;
     float fa = 0, fb = 0;
     int act = fused_act(n, &relu, &fa, &fb);
-    const float *bias = NULL;
+    const void *bias = NULL;
     float gemm_beta = 0.f;
     bool c_vector = cc && beta == 1.f && (int64_t)cc->count == N &&
                     (cc->rank == 1 || (cc->rank == 2 && cc->dims[0] == 1));
@@ -295,7 +315,7 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
         nd.dims[0] = M, nd.dims[1] = N;
         cuda_bcast_strides(cc->dims, cc->rank, dims, 2, nd.in_str);
         nd.out_str[0] = N, nd.out_str[1] = 1;
-        st = cuda_fail(call, cuda_k_copy_nd(cc->data, y->data, 4, M * N, &nd, c->stream), "broadcast C");
+        st = cuda_fail(call, cuda_k_copy_nd(cc->data, y->data, half ? 2 : 4, M * N, &nd, c->stream), "broadcast C");
         if (st != KILN_OK) return st;
         gemm_beta = beta;
         key.has_c = 1;
@@ -304,7 +324,38 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias, alpha, gemm_beta);
     if (st == KILN_OK && act >= 0 && !relu)
-        st = cuda_fail(call, cuda_k_bias_act(y->data, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
+        st = cuda_fail(call, cuda_k_bias_act(half, y->data, NULL, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");
+    return st;
+}
+
+kiln_status cuda_gemm_rows_half(cuda_ctx *c, rt_node_call *call, void **plan, void (**plan_free)(void *),
+                                const void *x, const void *w, void *y, const void *bias, const void *res, int64_t M,
+                                int64_t N, int64_t K, int act, float fa, float fb) {
+    /* the GEMM plan lives in the caller's state (the conv plan): point the call's state
+     * slot at it for lt_gemm (plan_of), then put the caller's back */
+    void **saved_state = call->state;
+    void (**saved_free)(void *) = call->state_free;
+    call->state = plan;
+    call->state_free = plan_free;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.m = M, key.n = N, key.k = K, key.batch = 1, key.tb = 1, key.fp16 = key.half_io = 1;
+    bool relu = act == CU_RELU;
+    key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    float beta = 0.f;
+    kiln_status st = KILN_OK;
+    if (res) { /* act(X W^T + bias + res): Y starts as the residual, beta = 1 */
+        st = cuda_fail(call, cudaMemcpyAsync(y, res, (size_t)(M * N) * 2, cudaMemcpyDeviceToDevice,
+                                             (cudaStream_t)c->stream), "residual copy");
+        beta = 1.f;
+        key.has_c = 1;
+    }
+    if (st == KILN_OK) st = lt_gemm(c, call, &key, x, w, y, bias, 1.f, beta);
+    if (st == KILN_OK && act >= 0 && !relu)
+        st = cuda_fail(call, cuda_k_bias_act(1, y, NULL, NULL, 1, 1, M * N, act, fa, fb, c->stream), "activation kernel");
+    call->state = saved_state;
+    call->state_free = saved_free;
     return st;
 }

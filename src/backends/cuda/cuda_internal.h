@@ -30,6 +30,7 @@ typedef struct cuda_ctx {
     void **events;       /* timer marks: cudaEvent_t, recycled in a ring */
     uint32_t n_events, next_event;
     cuda_device_info info;
+    const rt_tactic_cache *tactics; /* appended: timing lookups (cuda_tactics.c), or NULL */
 } cuda_ctx;
 
 typedef kiln_status (*cuda_run_fn)(cuda_ctx *c, rt_node_call *call);
@@ -42,6 +43,8 @@ typedef struct cuda_op_desc {
 
 /* ---- cuda_ops.c (host logic) ---- */
 const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type);
+/* Whether the node is a channels-last form (domain "kiln.nhwc", build/passes/layout_nhwc.c). */
+bool cuda_node_nhwc(const ir_node *node);
 /* Whether the node runs on the GPU; when not, why (for messages and tests). Decided from
  * the op, its attributes and the inferred value types (unknown types stay on the CPU). */
 bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why, size_t why_size);
@@ -49,6 +52,10 @@ bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why, si
  * host for int64 shape arithmetic; the executor still runs such nodes here when the CPU
  * backend has no kernel for them). */
 bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why, size_t why_size);
+/* Whether the node could run here with its float32 tensors stored as float16 (the FP16
+ * pass, build/passes/precision_fp16.c, asks through supports(..., KILN_DTYPE_FLOAT16)).
+ * Cast and Shape say no: they keep their declared types. */
+bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why, size_t why_size);
 bool cuda_op_input_on_host(const ir_node *node, int32_t index);
 void cuda_op_foreach(void (*fn)(const char *domain, const char *op_type, void *user), void *user);
 /* Broadcast strides of operand dims `d` (rank r) against output dims (rank out_rank). */
@@ -58,6 +65,18 @@ bool cuda_bcast_shape(const int64_t *a, int32_t ra, const int64_t *b, int32_t rb
 /* Collapses adjacent output axes where every operand is contiguous or broadcast alike,
  * so most broadcasts run with rank <= 3 index math. Operates in place on bc. */
 void cuda_bcast_simplify(cuda_bcast *bc, int n_operands);
+
+/* ---- cuda_tactics.c: library tactic choices through the tactic cache ---- */
+#define CUDA_TACTIC_SIG 384
+/* "sm_90 lt130100 dnn91400 tf32|<what>": the signature of one tactic search. */
+void cuda_tactic_sig(const cuda_ctx *c, char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The fastest known tactic "<prefix>#i" (0 <= i < n) for sig: with need_all, only when
+ * every i has a timing (cuBLASLt: all heuristic candidates); else among those that have
+ * one (cuDNN: the algorithms the search could run). false: search and time as usual. */
+bool cuda_tactic_best(const cuda_ctx *c, const ir_node *node, const char *sig, const char *prefix, int n,
+                      bool need_all, int *best);
+void cuda_tactic_put(const cuda_ctx *c, const ir_node *node, const char *sig, const char *prefix, int i, double ms);
 
 /* ---- cuda_backend.c helpers ---- */
 kiln_status cuda_fail(rt_node_call *call, int cuda_error, const char *what);
@@ -94,6 +113,11 @@ void cuda_half_cache_free(cuda_half_cache *hc);
 kiln_status cuda_half_operand(cuda_ctx *c, rt_node_call *call, cuda_half_cache *hc, int32_t k, const rt_tensor *t,
                               const void **out, void **scratch);
 
+/* cuda_fused_input for a node whose tensors are `dt` (float32, or float16 with FP16
+ * activations): the fused input must have that dtype. */
+const rt_tensor *cuda_fused_input_dt(rt_node_call *call, const char *attr, uint64_t count, kiln_dtype dt,
+                                     int32_t *index, kiln_status *st);
+
 /* ---- run functions ---- */
 kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_binary(cuda_ctx *c, rt_node_call *call);
@@ -115,6 +139,13 @@ kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c */
+/* cuda_gemm.c: half Y[M, N] = act(X[M, K] W[N, K]^T + bias[N] + res[M, N]) through cuBLASLt,
+ * its plan kept in *plan (freed with *plan_free); channels-last 1x1 convolutions. bias/res
+ * may be NULL; act a cuda_unary_op or -1. */
+kiln_status cuda_gemm_rows_half(cuda_ctx *c, rt_node_call *call, void **plan, void (**plan_free)(void *),
+                                const void *x, const void *w, void *y, const void *bias, const void *res, int64_t M,
+                                int64_t N, int64_t K, int act, float fa, float fb);
 
 /* Maps an activation name (kiln_activation attribute or an op type) to a cuda_unary_op;
  * -1 when unknown. */

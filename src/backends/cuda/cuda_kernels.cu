@@ -17,6 +17,14 @@ namespace {
 
 constexpr int kBlock = 256;
 
+// Float16 storage, float32 math: every kernel below is a template over the storage type
+// T (float or __half); loads widen to float and stores round once (FP16 activations,
+// docs/CUDA.md "FP16"). Accumulations (sums, means, variances) are float throughout.
+__device__ __forceinline__ float ldf(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ldf(const __half *p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half(v); }
+
 inline int grid_for(int64_t n) {
     int64_t g = (n + kBlock - 1) / kBlock;
     if (g > 65535LL * 16) g = 65535LL * 16;  // grid-stride loops cover the rest
@@ -80,9 +88,10 @@ __device__ __forceinline__ float binary_op<float>(int op, float a, float b) {
     }
 }
 
-__global__ void k_unary(int op, const float *__restrict__ x, float *__restrict__ y, int64_t n, float a, float b) {
+template <typename T>
+__global__ void k_unary(int op, const T *__restrict__ x, T *__restrict__ y, int64_t n, float a, float b) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = unary_f(op, x[i], a, b);
+        stf(y, i, unary_f(op, ldf(x, i), a, b));
 }
 
 // offsets of output element i in each of k operands
@@ -93,6 +102,20 @@ __device__ __forceinline__ void bcast_offsets(const cuda_bcast &bc, int64_t i, i
         int64_t c = i % bc.dims[d];
         i /= bc.dims[d];
         for (int k = 0; k < K; k++) off[k] += c * bc.str[k][d];
+    }
+}
+
+template <typename T>
+__global__ void k_binary_h(int op, const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y, int64_t n,
+                           cuda_bcast bc, int contiguous) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if (contiguous) {
+            stf(y, i, binary_op<float>(op, ldf(a, i), ldf(b, i)));
+        } else {
+            int64_t off[2];
+            bcast_offsets<2>(bc, i, off);
+            stf(y, i, binary_op<float>(op, ldf(a, off[0]), ldf(b, off[1])));
+        }
     }
 }
 
@@ -110,8 +133,9 @@ __global__ void k_binary(int op, const T *__restrict__ a, const T *__restrict__ 
     }
 }
 
-__global__ void k_where(const uint8_t *__restrict__ c, const float *__restrict__ x, const float *__restrict__ y,
-                        float *__restrict__ out, int64_t n, cuda_bcast bc) {
+template <typename T>
+__global__ void k_where(const uint8_t *__restrict__ c, const T *__restrict__ x, const T *__restrict__ y,
+                        T *__restrict__ out, int64_t n, cuda_bcast bc) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         bcast_offsets<3>(bc, i, off);
@@ -162,58 +186,62 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
     return sh[0];
 }
 
-__global__ void k_softmax(const float *__restrict__ x, float *__restrict__ y, int64_t cols, int log_sm) {
+template <typename T>
+__global__ void k_softmax(const T *__restrict__ x, T *__restrict__ y, int64_t cols, int log_sm) {
     __shared__ float sh[32];
-    const float *xr = x + blockIdx.x * cols;
-    float *yr = y + blockIdx.x * cols;
+    const T *xr = x + blockIdx.x * cols;
+    T *yr = y + blockIdx.x * cols;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, xr[j]);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, ldf(xr, j));
     m = block_max(m, sh);
     float s = 0.f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(xr[j] - m);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(ldf(xr, j) - m);
     s = block_sum(s, sh);
     if (log_sm) {
         float ls = logf(s);
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = xr[j] - m - ls;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) stf(yr, j, ldf(xr, j) - m - ls);
     } else {
         float inv = 1.f / s;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = expf(xr[j] - m) * inv;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) stf(yr, j, expf(ldf(xr, j) - m) * inv);
     }
 }
 
-__global__ void k_layernorm(const float *__restrict__ x, const float *__restrict__ g, const float *__restrict__ b,
-                            float *__restrict__ y, int64_t cols, float eps) {
+template <typename T>
+__global__ void k_layernorm(const T *__restrict__ x, const T *__restrict__ g, const T *__restrict__ b,
+                            T *__restrict__ y, int64_t cols, float eps) {
     __shared__ float sh[32];
-    const float *xr = x + blockIdx.x * cols;
-    float *yr = y + blockIdx.x * cols;
+    const T *xr = x + blockIdx.x * cols;
+    T *yr = y + blockIdx.x * cols;
     float s = 0.f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ldf(xr, j);
     float mean = block_sum(s, sh) / (float)cols;
     float v = 0.f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = xr[j] - mean;
+        float d = ldf(xr, j) - mean;
         v += d * d;
     }
     float rstd = rsqrtf(block_sum(v, sh) / (float)cols + eps);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-        yr[j] = (xr[j] - mean) * rstd * g[j] + (b ? b[j] : 0.f);
+        stf(yr, j, (ldf(xr, j) - mean) * rstd * ldf(g, j) + (b ? ldf(b, j) : 0.f));
 }
 
-__global__ void k_batchnorm(const float *__restrict__ x, const float *__restrict__ sc, const float *__restrict__ bi,
-                            const float *__restrict__ mu, const float *__restrict__ var, float *__restrict__ y,
+template <typename T>
+__global__ void k_batchnorm(const T *__restrict__ x, const T *__restrict__ sc, const T *__restrict__ bi,
+                            const T *__restrict__ mu, const T *__restrict__ var, T *__restrict__ y,
                             int64_t total, int64_t c, int64_t hw, float eps) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t ch = (i / hw) % c;
-        y[i] = (x[i] - mu[ch]) * rsqrtf(var[ch] + eps) * sc[ch] + bi[ch];
+        stf(y, i, (ldf(x, i) - ldf(mu, ch)) * rsqrtf(ldf(var, ch) + eps) * ldf(sc, ch) + ldf(bi, ch));
     }
 }
 
-__global__ void k_pool2d(const float *__restrict__ x, float *__restrict__ y, int64_t total, int64_t h, int64_t w,
+template <typename T>
+__global__ void k_pool2d(const T *__restrict__ x, T *__restrict__ y, int64_t total, int64_t h, int64_t w,
                          int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
                          int is_max, int incl_pad) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t ox = i % ow, oy = (i / ow) % oh, nc = i / (ow * oh);
-        const float *xp = x + nc * h * w;
+        const T *xp = x + nc * h * w;
         float acc = is_max ? -INFINITY : 0.f;
         int cnt = 0;
         for (int ky = 0; ky < kh; ky++) {
@@ -222,7 +250,7 @@ __global__ void k_pool2d(const float *__restrict__ x, float *__restrict__ y, int
                 int64_t ix = ox * sw - pw + (int64_t)kx * dw;
                 bool in = iy >= 0 && iy < h && ix >= 0 && ix < w;
                 if (in) {
-                    float v = xp[iy * w + ix];
+                    float v = ldf(xp, iy * w + ix);
                     acc = is_max ? fmaxf(acc, v) : acc + v;
                     cnt++;
                 } else if (incl_pad && iy < h + ph && ix < w + pw) {
@@ -230,38 +258,68 @@ __global__ void k_pool2d(const float *__restrict__ x, float *__restrict__ y, int
                 }
             }
         }
-        y[i] = is_max ? acc : (cnt ? acc / (float)cnt : 0.f);
+        stf(y, i, is_max ? acc : (cnt ? acc / (float)cnt : 0.f));
     }
 }
 
-__global__ void k_reduce_rows(const float *__restrict__ x, float *__restrict__ y, int64_t cols, int op) {
+// Channels-last pooling: x [n, h, w, c] -> y [n, oh, ow, c]; consecutive threads take
+// consecutive channels, so loads and stores are coalesced.
+template <typename T>
+__global__ void k_pool2d_nhwc(const T *__restrict__ x, T *__restrict__ y, int64_t total, int64_t c, int64_t h,
+                              int64_t w, int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                              int dw, int is_max, int incl_pad) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ch = i % c, ox = (i / c) % ow, oy = (i / (c * ow)) % oh, n = i / (c * ow * oh);
+        const T *xp = x + n * h * w * c + ch;
+        float acc = is_max ? -INFINITY : 0.f;
+        int cnt = 0;
+        for (int ky = 0; ky < kh; ky++) {
+            int64_t iy = oy * sh - ph + (int64_t)ky * dh;
+            for (int kx = 0; kx < kw; kx++) {
+                int64_t ix = ox * sw - pw + (int64_t)kx * dw;
+                if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+                    float v = ldf(xp, (iy * w + ix) * c);
+                    acc = is_max ? fmaxf(acc, v) : acc + v;
+                    cnt++;
+                } else if (incl_pad && iy < h + ph && ix < w + pw) {
+                    cnt++;
+                }
+            }
+        }
+        stf(y, i, is_max ? acc : (cnt ? acc / (float)cnt : 0.f));
+    }
+}
+
+template <typename T>
+__global__ void k_reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t cols, int op) {
     __shared__ float sh[32];
-    const float *xr = x + blockIdx.x * cols;
+    const T *xr = x + blockIdx.x * cols;
     if (op == 2) {
         float m = -INFINITY;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, xr[j]);
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, ldf(xr, j));
         m = block_max(m, sh);
-        if (threadIdx.x == 0) y[blockIdx.x] = m;
+        if (threadIdx.x == 0) stf(y, blockIdx.x, m);
     } else {
         float s = 0.f;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ldf(xr, j);
         s = block_sum(s, sh);
-        if (threadIdx.x == 0) y[blockIdx.x] = op == 0 ? s / (float)cols : s;
+        if (threadIdx.x == 0) stf(y, blockIdx.x, op == 0 ? s / (float)cols : s);
     }
 }
 
-__global__ void k_reduce_mid(const float *__restrict__ x, float *__restrict__ y, int64_t outer, int64_t r,
+template <typename T>
+__global__ void k_reduce_mid(const T *__restrict__ x, T *__restrict__ y, int64_t outer, int64_t r,
                              int64_t inner, int op) {
     int64_t total = outer * inner;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t o = i / inner, in = i % inner;
-        const float *p = x + o * r * inner + in;
+        const T *p = x + o * r * inner + in;
         float acc = op == 2 ? -INFINITY : op == 3 ? INFINITY : 0.f;
         for (int64_t k = 0; k < r; k++) {
-            float v = p[k * inner];
+            float v = ldf(p, k * inner);
             acc = op == 2 ? fmaxf(acc, v) : op == 3 ? fminf(acc, v) : acc + v;
         }
-        y[i] = op == 0 ? acc / (float)r : acc;
+        stf(y, i, op == 0 ? acc / (float)r : acc);
     }
 }
 
@@ -301,12 +359,14 @@ __global__ void k_cast(const S *__restrict__ x, void *__restrict__ y, int dst, i
     }
 }
 
-__global__ void k_bias_act(float *__restrict__ y, const float *__restrict__ bias, int64_t total, int64_t c, int64_t hw,
-                           int act, float a, float b) {
+template <typename T>
+__global__ void k_bias_act(T *__restrict__ y, const T *__restrict__ bias, const T *__restrict__ res, int64_t total,
+                           int64_t c, int64_t hw, int act, float a, float b) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = y[i];
-        if (bias) v += bias[(i / hw) % c];
-        y[i] = act >= 0 ? unary_f(act, v, a, b) : v;
+        float v = ldf(y, i);
+        if (bias) v += ldf(bias, (i / hw) % c);
+        if (res) v += ldf(res, i);
+        stf(y, i, act >= 0 ? unary_f(act, v, a, b) : v);
     }
 }
 
@@ -327,14 +387,26 @@ inline cudaStream_t S(void *s) { return (cudaStream_t)s; }
 
 }  // namespace
 
-extern "C" int cuda_k_unary(int op, const float *x, float *y, int64_t n, float alpha, float beta, void *stream) {
-    if (n > 0) k_unary<<<grid_for(n), kBlock, 0, S(stream)>>>(op, x, y, n, alpha, beta);
+#define H(p) ((__half *)(p))
+#define CH(p) ((const __half *)(p))
+#define F(p) ((float *)(p))
+#define CF(p) ((const float *)(p))
+
+extern "C" int cuda_k_unary(int half, int op, const void *x, void *y, int64_t n, float alpha, float beta,
+                            void *stream) {
+    if (n > 0) {
+        if (half) k_unary<__half><<<grid_for(n), kBlock, 0, S(stream)>>>(op, CH(x), H(y), n, alpha, beta);
+        else k_unary<float><<<grid_for(n), kBlock, 0, S(stream)>>>(op, CF(x), F(y), n, alpha, beta);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_binary(int op, const float *a, const float *b, float *y, int64_t n, const cuda_bcast *bc,
+extern "C" int cuda_k_binary(int half, int op, const void *a, const void *b, void *y, int64_t n, const cuda_bcast *bc,
                              int contiguous, void *stream) {
-    if (n > 0) k_binary<float><<<grid_for(n), kBlock, 0, S(stream)>>>(op, a, b, y, n, *bc, contiguous);
+    if (n > 0) {
+        if (half) k_binary_h<__half><<<grid_for(n), kBlock, 0, S(stream)>>>(op, CH(a), CH(b), H(y), n, *bc, contiguous);
+        else k_binary<float><<<grid_for(n), kBlock, 0, S(stream)>>>(op, CF(a), CF(b), F(y), n, *bc, contiguous);
+    }
     return (int)cudaGetLastError();
 }
 
@@ -344,9 +416,14 @@ extern "C" int cuda_k_binary_i64(int op, const int64_t *a, const int64_t *b, int
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_where(const uint8_t *c, const float *x, const float *y, float *out, int64_t n,
+extern "C" int cuda_k_where(const uint8_t *c, const void *x, const void *y, void *out, int elem_size, int64_t n,
                             const cuda_bcast *bc, void *stream) {
-    if (n > 0) k_where<<<grid_for(n), kBlock, 0, S(stream)>>>(c, x, y, out, n, *bc);
+    if (n <= 0) return (int)cudaGetLastError();
+    switch (elem_size) {
+    case 2: k_where<uint16_t><<<grid_for(n), kBlock, 0, S(stream)>>>(c, (const uint16_t *)x, (const uint16_t *)y, (uint16_t *)out, n, *bc); break;
+    case 4: k_where<uint32_t><<<grid_for(n), kBlock, 0, S(stream)>>>(c, (const uint32_t *)x, (const uint32_t *)y, (uint32_t *)out, n, *bc); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
     return (int)cudaGetLastError();
 }
 
@@ -362,43 +439,85 @@ extern "C" int cuda_k_copy_nd(const void *in, void *out, int elem_size, int64_t 
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_softmax(const float *x, float *y, int64_t rows, int64_t cols, int log_softmax, void *stream) {
-    if (rows > 0 && cols > 0) k_softmax<<<(unsigned)rows, kBlock, 0, S(stream)>>>(x, y, cols, log_softmax);
+extern "C" int cuda_k_softmax(int half, const void *x, void *y, int64_t rows, int64_t cols, int log_softmax,
+                              void *stream) {
+    if (rows > 0 && cols > 0) {
+        if (half) k_softmax<__half><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CH(x), H(y), cols, log_softmax);
+        else k_softmax<float><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CF(x), F(y), cols, log_softmax);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows,
+extern "C" int cuda_k_layernorm(int half, const void *x, const void *scale, const void *bias, void *y, int64_t rows,
                                 int64_t cols, float eps, void *stream) {
-    if (rows > 0 && cols > 0) k_layernorm<<<(unsigned)rows, kBlock, 0, S(stream)>>>(x, scale, bias, y, cols, eps);
+    if (rows > 0 && cols > 0) {
+        if (half) k_layernorm<__half><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CH(x), CH(scale), CH(bias), H(y), cols, eps);
+        else k_layernorm<float><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CF(x), CF(scale), CF(bias), F(y), cols, eps);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_batchnorm(const float *x, const float *scale, const float *bias, const float *mean,
-                                const float *var, float *y, int64_t n, int64_t c, int64_t hw, float eps, void *stream) {
+extern "C" int cuda_k_batchnorm(int half, const void *x, const void *scale, const void *bias, const void *mean,
+                                const void *var, void *y, int64_t n, int64_t c, int64_t hw, float eps, void *stream) {
     int64_t total = n * c * hw;
-    if (total > 0) k_batchnorm<<<grid_for(total), kBlock, 0, S(stream)>>>(x, scale, bias, mean, var, y, total, c, hw, eps);
+    if (total > 0) {
+        if (half)
+            k_batchnorm<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(CH(x), CH(scale), CH(bias), CH(mean), CH(var),
+                                                                           H(y), total, c, hw, eps);
+        else
+            k_batchnorm<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), CF(scale), CF(bias), CF(mean), CF(var),
+                                                                          F(y), total, c, hw, eps);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_pool2d(const float *x, float *y, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                             int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max,
+extern "C" int cuda_k_pool2d(int half, const void *x, void *y, int64_t nc, int64_t h, int64_t w, int64_t oh,
+                             int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max,
                              int count_include_pad, void *stream) {
     int64_t total = nc * oh * ow;
-    if (total > 0)
-        k_pool2d<<<grid_for(total), kBlock, 0, S(stream)>>>(x, y, total, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw,
-                                                             is_max, count_include_pad);
+    if (total > 0) {
+        if (half)
+            k_pool2d<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(CH(x), H(y), total, h, w, oh, ow, kh, kw, sh, sw,
+                                                                        ph, pw, dh, dw, is_max, count_include_pad);
+        else
+            k_pool2d<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), F(y), total, h, w, oh, ow, kh, kw, sh, sw,
+                                                                       ph, pw, dh, dw, is_max, count_include_pad);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_reduce_rows(const float *x, float *y, int64_t rows, int64_t cols, int op, void *stream) {
-    if (rows > 0) k_reduce_rows<<<(unsigned)rows, kBlock, 0, S(stream)>>>(x, y, cols, op);
+extern "C" int cuda_k_pool2d_nhwc(int half, const void *x, void *y, int64_t n, int64_t c, int64_t h, int64_t w,
+                                  int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                                  int is_max, int count_include_pad, void *stream) {
+    int64_t total = n * oh * ow * c;
+    if (total > 0) {
+        if (half)
+            k_pool2d_nhwc<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(CH(x), H(y), total, c, h, w, oh, ow, kh, kw,
+                                                                             sh, sw, ph, pw, dh, dw, is_max,
+                                                                             count_include_pad);
+        else
+            k_pool2d_nhwc<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), F(y), total, c, h, w, oh, ow, kh, kw,
+                                                                            sh, sw, ph, pw, dh, dw, is_max,
+                                                                            count_include_pad);
+    }
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_reduce_mid(const float *x, float *y, int64_t outer, int64_t r, int64_t inner, int op,
+extern "C" int cuda_k_reduce_rows(int half, const void *x, void *y, int64_t rows, int64_t cols, int op, void *stream) {
+    if (rows > 0) {
+        if (half) k_reduce_rows<__half><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CH(x), H(y), cols, op);
+        else k_reduce_rows<float><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CF(x), F(y), cols, op);
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cuda_k_reduce_mid(int half, const void *x, void *y, int64_t outer, int64_t r, int64_t inner, int op,
                                  void *stream) {
     int64_t total = outer * inner;
-    if (total > 0) k_reduce_mid<<<grid_for(total), kBlock, 0, S(stream)>>>(x, y, outer, r, inner, op);
+    if (total > 0) {
+        if (half) k_reduce_mid<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(CH(x), H(y), outer, r, inner, op);
+        else k_reduce_mid<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), F(y), outer, r, inner, op);
+    }
     return (int)cudaGetLastError();
 }
 
@@ -432,10 +551,17 @@ extern "C" int cuda_k_cast(const void *x, int src, void *y, int dst, int64_t n, 
     return (int)cudaGetLastError();
 }
 
-extern "C" int cuda_k_bias_act(float *y, const float *bias, int64_t n, int64_t c, int64_t hw, int act, float alpha,
-                               float beta, void *stream) {
+extern "C" int cuda_k_bias_act(int half, void *y, const void *bias, const void *res, int64_t n, int64_t c, int64_t hw,
+                               int act, float alpha, float beta, void *stream) {
     int64_t total = n * c * hw;
-    if (total > 0) k_bias_act<<<grid_for(total), kBlock, 0, S(stream)>>>(y, bias, total, c, hw, act, alpha, beta);
+    if (total > 0) {
+        if (half)
+            k_bias_act<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(H(y), CH(bias), CH(res), total, c, hw, act,
+                                                                          alpha, beta);
+        else
+            k_bias_act<float><<<grid_for(total), kBlock, 0, S(stream)>>>(F(y), CF(bias), CF(res), total, c, hw, act,
+                                                                         alpha, beta);
+    }
     return (int)cudaGetLastError();
 }
 

@@ -46,12 +46,31 @@ static const cuda_op_desc ops[] = {
     {"ReduceMax", cuda_run_reduce, HOST(1)}, {"ReduceMin", cuda_run_reduce, HOST(1)},
     /* libraries */
     {"MatMul", cuda_run_matmul, 0}, {"Gemm", cuda_run_gemm, 0},
+    /* fused kernels */
+    {"Attention", cuda_run_attention, 0},
 #if KILN_HAVE_CUDNN
     {"Conv", cuda_run_conv, 0},
 #endif
 };
 
+/* Channels-last forms (domain "kiln.nhwc", made by build/passes/layout_nhwc.c for half
+ * convolutions): data tensors [N, H, W, C], Conv weights [O, KH, KW, C/g]. */
+static const cuda_op_desc nhwc_ops[] = {
+#if KILN_HAVE_CUDNN
+    {"Conv", cuda_run_conv, 0},
+#endif
+    {"MaxPool", cuda_run_pool, 0}, {"AveragePool", cuda_run_pool, 0},
+    {"GlobalAveragePool", cuda_run_global_pool, 0}, {"GlobalMaxPool", cuda_run_global_pool, 0},
+};
+
+bool cuda_node_nhwc(const ir_node *node) { return node->domain && !strcmp(node->domain, "kiln.nhwc"); }
+
 const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type) {
+    if (domain && !strcmp(domain, "kiln.nhwc")) {
+        for (size_t i = 0; i < sizeof nhwc_ops / sizeof nhwc_ops[0]; i++)
+            if (!strcmp(nhwc_ops[i].op_type, op_type)) return &nhwc_ops[i];
+        return NULL;
+    }
     if (domain && domain[0]) return NULL;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!strcmp(ops[i].op_type, op_type)) return &ops[i];
@@ -85,11 +104,14 @@ static const ir_value *val(const ir_graph *g, int32_t id) {
     return id >= 0 && id < g->n_values ? &g->values[id] : NULL;
 }
 
-static kiln_dtype in_dtype(const ir_graph *g, const ir_node *n, int32_t k) {
+/* as_half: the question is "could the node run with its float32 tensors stored as float16"
+ * (cuda_op_half_ok, for the FP16 pass): float32 inputs read on the GPU count as float16 */
+static kiln_dtype in_dtype_as(const ir_graph *g, const ir_node *n, int32_t k, bool as_half) {
     const ir_value *v = k < n->n_inputs ? val(g, n->inputs[k]) : NULL;
     if (!v) return KILN_DTYPE_UNDEFINED;
-    if (v->init) return v->init->dtype;
-    return v->type.kind == IR_TYPE_TENSOR ? v->type.dtype : KILN_DTYPE_UNDEFINED;
+    kiln_dtype t = v->init ? v->init->dtype : v->type.kind == IR_TYPE_TENSOR ? v->type.dtype : KILN_DTYPE_UNDEFINED;
+    if (as_half && t == KILN_DTYPE_FLOAT && !cuda_op_input_on_host(n, k)) t = KILN_DTYPE_FLOAT16;
+    return t;
 }
 
 static int32_t in_rank(const ir_graph *g, const ir_node *n, int32_t k) {
@@ -109,22 +131,35 @@ static bool is_movable(kiln_dtype t) {
            t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8 || t == KILN_DTYPE_DOUBLE || t == KILN_DTYPE_INT64;
 }
 
+static bool is_float(kiln_dtype t) { return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16; }
+
 static bool cast_code_ok(kiln_dtype t) {
     return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_INT64 || t == KILN_DTYPE_INT32 ||
            t == KILN_DTYPE_BOOL || t == KILN_DTYPE_DOUBLE;
 }
 
-static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer);
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer,
+                    bool as_half);
 
 bool cuda_op_supported(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
-    return can_run(model, node, why_buf, why_size, true);
+    return can_run(model, node, why_buf, why_size, true, false);
 }
 
 bool cuda_op_can_run(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
-    return can_run(model, node, why_buf, why_size, false);
+    return can_run(model, node, why_buf, why_size, false, false);
 }
 
-static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer) {
+bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why_buf, size_t why_size) {
+    const char *op = node->op_type;
+    /* Cast's output type is its attribute and Shape reads metadata only: neither has
+     * float tensors to store in half; they keep their types */
+    if (!strcmp(op, "Cast") || !strcmp(op, "Shape"))
+        return why(why_buf, why_size, "%s keeps its declared types", op);
+    return can_run(model, node, why_buf, why_size, true, true);
+}
+
+static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, size_t why_size, bool prefer,
+                    bool as_half) {
     const ir_graph *g = model ? model->graph : NULL;
     if (!g || node < g->nodes || node >= g->nodes + g->n_nodes)
         return why(whybuf, why_size, "%s: only main-graph nodes run on the GPU", node->op_type);
@@ -144,14 +179,14 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
             return why(whybuf, why_size, "%s: int64 output (shape arithmetic stays on the host)", op);
         if (k > 0) return why(whybuf, why_size, "%s: only the first output is computed on the GPU", op);
     }
-    kiln_dtype t0 = in_dtype(g, node, 0);
+    kiln_dtype t0 = in_dtype_as(g, node, 0, as_half);
     if (d->run == cuda_run_shape) return true;
     bool movement = d->run == cuda_run_reshape || d->run == cuda_run_transpose || d->run == cuda_run_concat ||
                     d->run == cuda_run_slice || d->run == cuda_run_gather || d->run == cuda_run_expand;
     if (movement) {
         if (!is_movable(t0)) return why(whybuf, why_size, "%s: dtype not handled on the GPU", op);
         if (d->run == cuda_run_gather) {
-            kiln_dtype ti = in_dtype(g, node, 1);
+            kiln_dtype ti = in_dtype_as(g, node, 1, as_half);
             if (ti != KILN_DTYPE_INT64 && ti != KILN_DTYPE_INT32)
                 return why(whybuf, why_size, "%s: indices must be int32/int64", op);
         }
@@ -164,17 +199,18 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         return true;
     }
     if (d->run == cuda_run_where) {
-        if (in_dtype(g, node, 0) != KILN_DTYPE_BOOL || in_dtype(g, node, 1) != KILN_DTYPE_FLOAT ||
-            in_dtype(g, node, 2) != KILN_DTYPE_FLOAT)
-            return why(whybuf, why_size, "%s: only bool condition with float32 values", op);
+        kiln_dtype tx = in_dtype_as(g, node, 1, as_half);
+        if (in_dtype_as(g, node, 0, as_half) != KILN_DTYPE_BOOL || !is_float(tx) ||
+            in_dtype_as(g, node, 2, as_half) != tx)
+            return why(whybuf, why_size, "%s: only bool condition with float32/float16 values", op);
         return true;
     }
-    /* the rest computes in float32 */
+    /* the rest computes in float32 on float32 or float16 tensors (one dtype per node) */
     for (int32_t k = 0; k < node->n_inputs; k++) {
         if (node->inputs[k] < 0 || cuda_op_input_on_host(node, k)) continue;
         if (d->run == cuda_run_reduce && k > 0) continue;
-        if (in_dtype(g, node, k) != KILN_DTYPE_FLOAT)
-            return why(whybuf, why_size, "%s: the GPU kernels take float32 inputs", op);
+        if (!is_float(t0) || in_dtype_as(g, node, k, as_half) != t0)
+            return why(whybuf, why_size, "%s: the GPU kernels take float32 (or float16) inputs of one dtype", op);
     }
     if (d->run == cuda_run_binary && node->n_inputs != 2)
         return why(whybuf, why_size, "%s: only two operands on the GPU", op);
@@ -183,6 +219,37 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         int32_t r = in_rank(g, node, 0);
         if (r < 0 || !(axis == -1 || axis == r - 1))
             return why(whybuf, why_size, "%s: only the last axis on the GPU", op);
+    }
+    if (cuda_node_nhwc(node) && (t0 != KILN_DTYPE_FLOAT16 || in_rank(g, node, 0) != 4 || node->n_outputs != 1))
+        return why(whybuf, why_size, "%s: channels-last runs only 2-D float16 nodes", op);
+    if (d->run == cuda_run_attention) {
+        /* the fused kernel: no past/present caches, no softcap, no qk output, a float mask
+         * (the dtype loop above) and head sizes up to CUDA_ATT_MAX_D */
+        int32_t r = in_rank(g, node, 0);
+        if (node->n_inputs > 4 || node->n_outputs > 1)
+            return why(whybuf, why_size, "%s: past/present key-values or extra outputs stay on the CPU", op);
+        if (ir_node_attr_float(node, "softcap", 0.f) != 0.f)
+            return why(whybuf, why_size, "%s: softcap stays on the CPU", op);
+        if (r != 3 && r != 4) return why(whybuf, why_size, "%s: Q must be 3-D or 4-D", op);
+        const ir_value *q = val(g, node->inputs[0]), *vv = node->n_inputs > 2 ? val(g, node->inputs[2]) : NULL;
+        int64_t hq = r == 3 ? ir_node_attr_int(node, "q_num_heads", 0) : 1;
+        int64_t hk = r == 3 ? ir_node_attr_int(node, "kv_num_heads", 0) : 1;
+        if (!q || !vv || hq < 1 || hk < 1 || q->type.rank != r || vv->type.rank != r ||
+            q->type.dims[r - 1].kind != IR_DIM_CONST || vv->type.dims[r - 1].kind != IR_DIM_CONST ||
+            q->type.dims[r - 1].value / hq > CUDA_ATT_MAX_D || vv->type.dims[r - 1].value / hk > CUDA_ATT_MAX_D)
+            return why(whybuf, why_size, "%s: head sizes must be known and at most 128 on the GPU", op);
+        /* a mask narrower than the key length (padded with -inf by the CPU kernel) */
+        const ir_value *mk = node->n_inputs > 3 ? val(g, node->inputs[3]) : NULL, *kk = val(g, node->inputs[1]);
+        int32_t mr = mk ? (mk->init ? mk->init->rank : mk->type.rank) : 0;
+        if (mk && (mr < 1 || mk->init || !kk || kk->type.rank != r || mk->type.dims[mr - 1].kind != IR_DIM_CONST ||
+                   kk->type.dims[r == 3 ? 1 : 2].kind != IR_DIM_CONST ||
+                   mk->type.dims[mr - 1].value != kk->type.dims[r == 3 ? 1 : 2].value)) {
+            bool same_sym = mk && !mk->init && kk && mr >= 1 && kk->type.rank == r &&
+                            mk->type.dims[mr - 1].kind == IR_DIM_SYM &&
+                            kk->type.dims[r == 3 ? 1 : 2].kind == IR_DIM_SYM &&
+                            mk->type.dims[mr - 1].sym == kk->type.dims[r == 3 ? 1 : 2].sym;
+            if (!same_sym) return why(whybuf, why_size, "%s: the mask must span the key length on the GPU", op);
+        }
     }
     if (d->run == cuda_run_batchnorm && ir_node_attr_int(node, "training_mode", 0) != 0)
         return why(whybuf, why_size, "%s: training mode", op);

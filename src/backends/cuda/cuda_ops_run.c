@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
+#include "core/dtype.h"
 
 static const rt_tensor *in_t(const rt_node_call *call, int32_t k) {
     return call->n_in > k && call->inputs[k] ? &call->inputs[k]->t : NULL;
@@ -19,6 +20,26 @@ static const rt_tensor *in_t(const rt_node_call *call, int32_t k) {
 #define IN(k) in_t(call, (k))
 
 static int elem_size(kiln_dtype t) { return kiln_dtype_bits(t) / 8; }
+
+/* float16 storage (FP16 activations, build/passes/precision_fp16.c): the kernels take a
+ * `half` flag; math stays float32 inside them */
+static int is_half(const rt_tensor *t) { return t->dtype == KILN_DTYPE_FLOAT16; }
+
+/* A host scalar bound (Clip's min/max) in float32 or float16. */
+static bool host_scalar(const rt_tensor *t, float *out) {
+    if (!t || t->count != 1) return false;
+    if (t->dtype == KILN_DTYPE_FLOAT) {
+        memcpy(out, t->data, 4);
+        return true;
+    }
+    if (t->dtype == KILN_DTYPE_FLOAT16) {
+        uint16_t h;
+        memcpy(&h, t->data, 2);
+        *out = kiln_fp16_to_fp32(h);
+        return true;
+    }
+    return false;
+}
 
 static kiln_status check_rank(rt_node_call *call, int32_t rank) {
     if (rank > CUDA_K_MAX_RANK)
@@ -51,8 +72,8 @@ kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call) {
             b = ir_node_attr_float(n, "max", INFINITY);
         } else {
             const rt_tensor *lo = IN(1), *hi = IN(2);
-            if (lo && lo->count == 1 && lo->dtype == KILN_DTYPE_FLOAT) memcpy(&a, lo->data, 4);
-            if (hi && hi->count == 1 && hi->dtype == KILN_DTYPE_FLOAT) memcpy(&b, hi->data, 4);
+            (void)host_scalar(lo, &a);
+            (void)host_scalar(hi, &b);
         }
     } else if (op == CU_LEAKY) {
         a = ir_node_attr_float(n, "alpha", 0.01f);
@@ -68,7 +89,7 @@ kiln_status cuda_run_unary(cuda_ctx *c, rt_node_call *call) {
                              "copy");
         return KILN_OK;
     }
-    return cuda_fail(call, cuda_k_unary(op, x->data, y->data, (int64_t)x->count, a, b, c->stream), "unary kernel");
+    return cuda_fail(call, cuda_k_unary(is_half(x), op, x->data, y->data, (int64_t)x->count, a, b, c->stream), "unary kernel");
 }
 
 static bool same_shape(const rt_tensor *a, const rt_tensor *b) {
@@ -109,6 +130,9 @@ kiln_status cuda_run_binary(cuda_ctx *c, rt_node_call *call) {
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(map[i].n, call->node->op_type)) op = map[i].op;
     const rt_tensor *ops[2] = {IN(0), IN(1)};
+    if (ops[0]->dtype != ops[1]->dtype)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "operands differ in dtype (%s vs %s)", kiln_dtype_name(ops[0]->dtype),
+                              kiln_dtype_name(ops[1]->dtype));
     int64_t out[RT_MAX_RANK];
     int32_t r = 0;
     cuda_bcast bc;
@@ -118,7 +142,7 @@ kiln_status cuda_run_binary(cuda_ctx *c, rt_node_call *call) {
     st = cuda_out(c, &call->outputs[0], ops[0]->dtype, r, out, &y, call->err);
     if (st != KILN_OK) return st;
     int contiguous = same_shape(ops[0], ops[1]);
-    return cuda_fail(call, cuda_k_binary(op, ops[0]->data, ops[1]->data, y->data, (int64_t)y->count, &bc, contiguous,
+    return cuda_fail(call, cuda_k_binary(is_half(ops[0]), op, ops[0]->data, ops[1]->data, y->data, (int64_t)y->count, &bc, contiguous,
                                          c->stream),
                      "binary kernel");
 }
@@ -133,8 +157,10 @@ kiln_status cuda_run_where(cuda_ctx *c, rt_node_call *call) {
     rt_tensor *y;
     st = cuda_out(c, &call->outputs[0], ops[1]->dtype, r, out, &y, call->err);
     if (st != KILN_OK) return st;
-    return cuda_fail(call, cuda_k_where(ops[0]->data, ops[1]->data, ops[2]->data, y->data, (int64_t)y->count, &bc,
-                                        c->stream),
+    if (ops[1]->dtype != ops[2]->dtype)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "X and Y differ in dtype");
+    return cuda_fail(call, cuda_k_where(ops[0]->data, ops[1]->data, ops[2]->data, y->data, elem_size(ops[1]->dtype),
+                                        (int64_t)y->count, &bc, c->stream),
                      "where kernel");
 }
 
@@ -459,7 +485,7 @@ kiln_status cuda_run_softmax(cuda_ctx *c, rt_node_call *call) {
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, x->dims, &y, call->err);
     if (st != KILN_OK) return st;
-    return cuda_fail(call, cuda_k_softmax(x->data, y->data, rows, cols, !strcmp(call->node->op_type, "LogSoftmax"),
+    return cuda_fail(call, cuda_k_softmax(is_half(x), x->data, y->data, rows, cols, !strcmp(call->node->op_type, "LogSoftmax"),
                                           c->stream),
                      "softmax kernel");
 }
@@ -471,13 +497,14 @@ kiln_status cuda_run_layernorm(cuda_ctx *c, rt_node_call *call) {
     if (axis < 0 || axis >= x->rank) return cuda_node_fail(call, KILN_ERR_SHAPE, "axis out of range");
     int64_t rows = 1, cols = 1;
     for (int32_t i = 0; i < x->rank; i++) *(i < axis ? &rows : &cols) *= x->dims[i];
-    if (!g || (int64_t)g->count != cols || (b && (int64_t)b->count != cols))
+    if (!g || (int64_t)g->count != cols || (b && (int64_t)b->count != cols) || g->dtype != x->dtype ||
+        (b && b->dtype != x->dtype))
         return cuda_node_fail(call, KILN_ERR_UNSUPPORTED,
-                              "scale/bias must cover the normalised axes exactly on the GPU");
+                              "scale/bias must cover the normalised axes exactly, in the input's dtype, on the GPU");
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, x->dims, &y, call->err);
     if (st != KILN_OK) return st;
-    return cuda_fail(call, cuda_k_layernorm(x->data, g->data, b ? b->data : NULL, y->data, rows, cols,
+    return cuda_fail(call, cuda_k_layernorm(is_half(x), x->data, g->data, b ? b->data : NULL, y->data, rows, cols,
                                             ir_node_attr_float(call->node, "epsilon", 1e-5f), c->stream),
                      "layernorm kernel");
 }
@@ -488,11 +515,12 @@ kiln_status cuda_run_batchnorm(cuda_ctx *c, rt_node_call *call) {
     int64_t C = x->dims[1], hw = 1;
     for (int32_t i = 2; i < x->rank; i++) hw *= x->dims[i];
     for (int k = 1; k <= 4; k++)
-        if (!IN(k) || (int64_t)IN(k)->count != C) return cuda_node_fail(call, KILN_ERR_SHAPE, "parameters must be [C]");
+        if (!IN(k) || (int64_t)IN(k)->count != C || IN(k)->dtype != x->dtype)
+            return cuda_node_fail(call, KILN_ERR_SHAPE, "parameters must be [C] in the input's dtype");
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, x->dims, &y, call->err);
     if (st != KILN_OK) return st;
-    return cuda_fail(call, cuda_k_batchnorm(x->data, IN(1)->data, IN(2)->data, IN(3)->data, IN(4)->data, y->data,
+    return cuda_fail(call, cuda_k_batchnorm(is_half(x), x->data, IN(1)->data, IN(2)->data, IN(3)->data, IN(4)->data, y->data,
                                             x->dims[0], C, hw, ir_node_attr_float(call->node, "epsilon", 1e-5f),
                                             c->stream),
                      "batchnorm kernel");
@@ -504,13 +532,14 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
     const ir_node *n = call->node;
     const rt_tensor *x = IN(0);
     if (x->rank != 4) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "only 2-D pooling on the GPU");
+    bool nhwc = cuda_node_nhwc(n); /* channels-last: x [N, H, W, C] */
     const ir_attr *ks = ir_node_attr(n, "kernel_shape"), *sa = ir_node_attr(n, "strides"),
                   *pa = ir_node_attr(n, "pads"), *da = ir_node_attr(n, "dilations");
     int64_t kh = attr_at(ks, 0, 1), kw = attr_at(ks, 1, 1), sh = attr_at(sa, 0, 1), sw = attr_at(sa, 1, 1);
     int64_t pt = attr_at(pa, 0, 0), pl = attr_at(pa, 1, 0), pb = attr_at(pa, 2, 0), pr = attr_at(pa, 3, 0);
     int64_t dh = attr_at(da, 0, 1), dw = attr_at(da, 1, 1);
     bool ceil_mode = ir_node_attr_int(n, "ceil_mode", 0) != 0;
-    int64_t H = x->dims[2], W = x->dims[3];
+    int64_t H = nhwc ? x->dims[1] : x->dims[2], W = nhwc ? x->dims[2] : x->dims[3];
     int64_t eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
     if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || H + pt + pb < eh || W + pl + pr < ew)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "kernel larger than the padded input or bad attributes");
@@ -520,11 +549,17 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
     if (ceil_mode && (oh - 1) * sh >= H + pt) oh--;
     if (ceil_mode && (ow - 1) * sw >= W + pl) ow--;
     int64_t dims[4] = {x->dims[0], x->dims[1], oh, ow};
+    if (nhwc) dims[1] = oh, dims[2] = ow, dims[3] = x->dims[3];
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, 4, dims, &y, call->err);
     if (st != KILN_OK) return st;
     bool is_max = !strcmp(n->op_type, "MaxPool");
-    return cuda_fail(call, cuda_k_pool2d(x->data, y->data, x->dims[0] * x->dims[1], H, W, oh, ow, (int)kh, (int)kw,
+    if (nhwc)
+        return cuda_fail(call, cuda_k_pool2d_nhwc(is_half(x), x->data, y->data, x->dims[0], x->dims[3], H, W, oh, ow,
+                                                  (int)kh, (int)kw, (int)sh, (int)sw, (int)pt, (int)pl, (int)dh, (int)dw,
+                                                  is_max, (int)ir_node_attr_int(n, "count_include_pad", 0), c->stream),
+                         "pool kernel");
+    return cuda_fail(call, cuda_k_pool2d(is_half(x), x->data, y->data, x->dims[0] * x->dims[1], H, W, oh, ow, (int)kh, (int)kw,
                                          (int)sh, (int)sw, (int)pt, (int)pl, (int)dh, (int)dw, is_max,
                                          (int)ir_node_attr_int(n, "count_include_pad", 0), c->stream),
                      "pool kernel");
@@ -532,6 +567,17 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
 
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call) {
     const rt_tensor *x = IN(0);
+    if (cuda_node_nhwc(call->node)) { /* [N, H, W, C] -> [N, 1, 1, C]: a reduction over the middle axis */
+        if (x->rank != 4) return cuda_node_fail(call, KILN_ERR_SHAPE, "channels-last input must be 4-D");
+        int64_t d[4] = {x->dims[0], 1, 1, x->dims[3]};
+        rt_tensor *y;
+        kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, 4, d, &y, call->err);
+        if (st != KILN_OK) return st;
+        return cuda_fail(call, cuda_k_reduce_mid(is_half(x), x->data, y->data, x->dims[0], x->dims[1] * x->dims[2],
+                                                 x->dims[3], !strcmp(call->node->op_type, "GlobalMaxPool") ? 2 : 0,
+                                                 c->stream),
+                         "global pool kernel");
+    }
     int64_t dims[RT_MAX_RANK], hw = 1;
     for (int32_t i = 0; i < x->rank; i++) {
         dims[i] = i < 2 ? x->dims[i] : 1;
@@ -540,7 +586,7 @@ kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call) {
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, dims, &y, call->err);
     if (st != KILN_OK) return st;
-    return cuda_fail(call, cuda_k_reduce_rows(x->data, y->data, x->dims[0] * x->dims[1], hw,
+    return cuda_fail(call, cuda_k_reduce_rows(is_half(x), x->data, y->data, x->dims[0] * x->dims[1], hw,
                                               !strcmp(call->node->op_type, "GlobalMaxPool") ? 2 : 0, c->stream),
                      "global pool kernel");
 }
@@ -599,9 +645,9 @@ kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call) {
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], x->dtype, orank, dims, &y, call->err);
     if (st != KILN_OK) return st;
-    if (inner == 1 && op != 3) return cuda_fail(call, cuda_k_reduce_rows(x->data, y->data, outer, r, op, c->stream),
+    if (inner == 1 && op != 3) return cuda_fail(call, cuda_k_reduce_rows(is_half(x), x->data, y->data, outer, r, op, c->stream),
                                      "reduce kernel");
-    return cuda_fail(call, cuda_k_reduce_mid(x->data, y->data, outer, r, inner, op, c->stream), "reduce kernel");
+    return cuda_fail(call, cuda_k_reduce_mid(is_half(x), x->data, y->data, outer, r, inner, op, c->stream), "reduce kernel");
 }
 
 kiln_status cuda_run_shape(cuda_ctx *c, rt_node_call *call) {

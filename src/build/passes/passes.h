@@ -32,9 +32,57 @@ typedef struct build_pass_stats {
     int32_t batchnorm_folded;
     int32_t activation_fused;
     int32_t residual_fused; /* Adds folded into a producer as kiln_bias / kiln_residual */
+    int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);
+
+/* ---- FP16 activations (precision_fp16.c), run separately: only for a device backend
+ * asked for --fp16, after type inference (rt_session_create does this). ---- */
+typedef struct build_fp16_rules {
+    /* whether the node can run with its float32 tensors stored as float16 */
+    bool (*node_half)(void *user, const ir_model *model, const ir_node *node);
+    /* whether input k of a half node is read in half (NULL: all); false for arguments read
+     * on the host (Clip's bounds...), which stay float32 */
+    bool (*input_half)(void *user, const ir_node *node, int32_t k);
+    void *user;
+} build_fp16_rules;
+
+typedef struct build_fp16_stats {
+    int32_t half_nodes;             /* nodes now computing on float16 tensors */
+    int32_t float_nodes;            /* nodes with float32 tensors left in float32 (fallback) */
+    int32_t casts;                  /* Cast nodes inserted at the boundaries */
+    int32_t initializers_converted; /* float32 initializers stored as float16 */
+} build_fp16_stats;
+
+/* Attention blocks (MatMul -> scale -> [mask] -> Softmax -> MatMul with the head-split
+ * Transposes) -> one ONNX Attention node (fuse_attention.c). Not in build_run_passes: the
+ * session runs it for device backends, which have a fused kernel. opts/stats may be NULL. */
+kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                      kiln_error *err);
+
+/* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
+ * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
+ * C] data tensors), Transposes at the region boundaries. Device backends only (the CPU has
+ * no kiln.nhwc kernels); the session runs it after the FP16 pass. */
+typedef struct build_layout_rules {
+    /* whether the node, with its domain set to "kiln.nhwc", can run */
+    bool (*node_ok)(void *user, const ir_model *model, const ir_node *node);
+    void *user;
+} build_layout_rules;
+kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err);
+
+struct rt_backend;
+kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
+                                           kiln_error *err);
+
+/* FP16 activations (precision_fp16.c) with explicit rules. */
+kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
+                                      kiln_error *err);
+/* The same with a backend's rules: supports(ctx, model, node, KILN_DTYPE_FLOAT16) decides
+ * per node, input_on_host() keeps host-read arguments float32. */
+kiln_status build_pass_precision_fp16_backend(ir_model *model, const struct rt_backend *be, void *ctx,
+                                              build_fp16_stats *stats, kiln_error *err);
 
 /* Runs every enabled pass on the model's main graph. opts NULL = defaults. stats may be NULL. */
 kiln_status build_run_passes(ir_model *model, const build_pass_options *opts, kiln_error *err);

@@ -1,0 +1,323 @@
+/* layout_nhwc.c - channels-last (NHWC) regions for a device's convolutions.
+ *
+ * cuDNN's half-precision convolutions run on tensor cores natively in NHWC; with NCHW
+ * tensors it transposes internally on every call, which made FP16 ResNet-50 slower than
+ * TF32. This pass (run by the session after the FP16 pass, for a device backend) moves
+ * every node the backend can run channels-last into the internal domain "kiln.nhwc"
+ * (same op_type: Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool), whose
+ * data tensors are [N, H, W, C] instead of [N, C, H, W]:
+ *  - a dense Conv with channel counts that are not multiples of 8 (an image stem) stays
+ *    NCHW: tensor cores gain nothing there;
+ *  - a Conv's weight initializer [O, C/g, KH, KW] is stored [O, KH, KW, C/g] (a new
+ *    initializer; a Conv whose weight is not a constant stays NCHW); its bias stays [O];
+ *    a fused residual (kiln_residual) is a data tensor like x and y;
+ *  - values written by NHWC nodes get permuted shapes; NHWC readers of an NCHW value read
+ *    it through one shared Transpose(perm 0,2,3,1), and NCHW readers of an NHWC value
+ *    through one Transpose(perm 0,3,1,2); graph outputs and values a subgraph reads by
+ *    name keep their name and NCHW layout (the NHWC node writes a new value and the
+ *    Transpose back produces the old one).
+ * So a ResNet-50 becomes one NHWC region from the first Conv to the global pool, with a
+ * transpose at each end. The CPU backend has no kernels for "kiln.nhwc": the session runs
+ * this pass only for a device backend, and only nodes the backend accepts move (the
+ * backend's supports() is asked about each node as it would be in the new domain).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "build/passes/pass_util.h"
+#include "build/passes/passes.h"
+#include "ir/ops/ops.h"
+#include "runtime/backend.h"
+
+static bool is_layout_op(const ir_node *n) {
+    static const char *const ops[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"};
+    if (n->domain[0]) return false;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(n->op_type, ops[i])) return true;
+    return false;
+}
+
+static int32_t vrank(const ir_graph *g, int32_t v) {
+    if (v < 0 || v >= g->n_values) return -1;
+    const ir_value *x = &g->values[v];
+    if (x->init) return x->init->rank;
+    return x->type.kind == IR_TYPE_TENSOR ? x->type.rank : -1;
+}
+
+/* Input k of an NHWC node that is a data tensor (x, Conv's residual). */
+static bool data_slot(const ir_node *n, int32_t k) {
+    if (k == 0) return true;
+    if (strcmp(n->op_type, "Conv")) return false;
+    const ir_attr *r = ir_node_attr(n, "kiln_residual");
+    return r && r->type == IR_ATTR_INT && r->i == k;
+}
+
+typedef struct nhwc_ctx {
+    ir_model *m;
+    ir_graph *g;
+    int32_t n0;
+    int32_t *after;
+    int32_t n_new, cap_new;
+    kiln_error *err;
+} nhwc_ctx;
+
+static ir_dim *perm_dims(nhwc_ctx *c, const ir_type *t, const int64_t perm[4]) {
+    ir_dim *d = ARENA_ARRAY(&c->m->arena, ir_dim, 4);
+    if (!d) return NULL;
+    for (int i = 0; i < 4; i++) d[i] = t->dims[perm[i]];
+    return d;
+}
+
+static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+
+/* A new value named after v (made unique) with v's type permuted by perm (rank 4). */
+static int32_t new_value(nhwc_ctx *c, int32_t v, const char *suffix, const int64_t perm[4]) {
+    ir_graph *g = c->g;
+    char *name = NULL;
+    for (int k = 0; k < 1000 && !name; k++) {
+        char *cand = k ? arena_printf(&c->m->arena, "%s%s%d", g->values[v].name, suffix, k)
+                       : arena_printf(&c->m->arena, "%s%s", g->values[v].name, suffix);
+        if (!cand) break;
+        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
+    }
+    int32_t id = name ? ir_graph_add_value(g, name) : IR_NONE;
+    if (id == IR_NONE) {
+        kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a value in the NHWC pass");
+        return IR_NONE;
+    }
+    ir_type t = g->values[v].type;
+    if (t.kind == IR_TYPE_TENSOR && t.rank == 4 && t.dims) {
+        t.dims = perm_dims(c, &g->values[v].type, perm);
+        if (!t.dims) {
+            kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
+            return IR_NONE;
+        }
+    }
+    g->values[id].type = t;
+    return id;
+}
+
+static kiln_status add_transpose(nhwc_ctx *c, int32_t from, int32_t to, const int64_t perm[4], int32_t after) {
+    ir_graph *g = c->g;
+    if (c->n_new == c->cap_new) {
+        int32_t ncap = c->cap_new ? c->cap_new * 2 : 16;
+        int32_t *na = realloc(c->after, (size_t)ncap * sizeof *na);
+        if (!na) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
+        c->after = na;
+        c->cap_new = ncap;
+    }
+    int32_t id = ir_graph_add_node(g);
+    int32_t *ins = ARENA_ARRAY(&c->m->arena, int32_t, 1), *outs = ARENA_ARRAY(&c->m->arena, int32_t, 1);
+    ir_attr *a = ARENA_ARRAY(&c->m->arena, ir_attr, 1);
+    int64_t *p = ARENA_ARRAY(&c->m->arena, int64_t, 4);
+    char *name = arena_printf(&c->m->arena, "%s_kiln_transpose", g->values[to].name);
+    if (id == IR_NONE || !ins || !outs || !a || !p || !name)
+        return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a Transpose in the NHWC pass");
+    ir_node *n = &g->nodes[id];
+    n->name = name;
+    n->name_generated = true;
+    n->op_type = "Transpose";
+    n->domain = "";
+    n->opset = ir_model_opset(c->m, "");
+    n->op = ir_op_lookup("", "Transpose");
+    ins[0] = from;
+    outs[0] = to;
+    n->inputs = ins;
+    n->n_inputs = 1;
+    n->outputs = outs;
+    n->n_outputs = 1;
+    memcpy(p, perm, 4 * sizeof *p);
+    a->name = "perm";
+    a->type = IR_ATTR_INTS;
+    a->n = 4;
+    a->ints = p;
+    a->doc = "";
+    n->attrs = a;
+    n->n_attrs = 1;
+    n->source_index = -1;
+    g->values[to].producer = id;
+    c->after[c->n_new++] = after;
+    return KILN_OK;
+}
+
+/* Conv weight [O, C, KH, KW] -> a new initializer [O, KH, KW, C]; IR_NONE when the
+ * weight is not a plain constant. */
+static int32_t weight_nhwc(nhwc_ctx *c, int32_t w) {
+    ir_graph *g = c->g;
+    const ir_tensor *t = pass_const(g, w);
+    if (!t || t->rank != 4 || !t->data || (g->values[w].flags & IR_VALUE_GRAPH_INPUT)) return IR_NONE;
+    uint64_t esz = (uint64_t)kiln_dtype_bits(t->dtype) / 8;
+    if (esz == 0 || t->nbytes != t->count * esz) return IR_NONE;
+    int64_t O = t->dims[0], C = t->dims[1], KH = t->dims[2], KW = t->dims[3];
+    rt_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int64_t dims[4] = {O, KH, KW, C};
+    if (rt_tensor_alloc(&tmp, t->dtype, 4, dims, c->err) != KILN_OK) return IR_NONE;
+    const uint8_t *s = t->data;
+    uint8_t *d = tmp.data;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t y = 0; y < KH; y++)
+                for (int64_t x = 0; x < KW; x++)
+                    memcpy(d + (uint64_t)(((o * KH + y) * KW + x) * C + ci) * esz,
+                           s + (uint64_t)(((o * C + ci) * KH + y) * KW + x) * esz, (size_t)esz);
+    int32_t id = pass_new_initializer(g, g->values[w].name, &tmp, c->err);
+    rt_tensor_release(&tmp);
+    if (id != IR_NONE) {
+        g->values[id].type.rank = 4;
+        g->values[id].type.dims = ARENA_ARRAY(&c->m->arena, ir_dim, 4);
+        if (g->values[id].type.dims)
+            for (int i = 0; i < 4; i++) g->values[id].type.dims[i].kind = IR_DIM_CONST, g->values[id].type.dims[i].value = dims[i];
+    }
+    return id;
+}
+
+static kiln_status reorder(nhwc_ctx *c) {
+    ir_graph *g = c->g;
+    if (!c->n_new) return KILN_OK;
+    ir_node *nn = malloc((size_t)g->n_nodes * sizeof *nn);
+    if (!nn) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
+    int32_t w = 0;
+    for (int32_t j = 0; j < c->n_new; j++)
+        if (c->after[j] < 0) nn[w++] = g->nodes[c->n0 + j];
+    for (int32_t i = 0; i < c->n0; i++) {
+        nn[w++] = g->nodes[i];
+        for (int32_t j = 0; j < c->n_new; j++)
+            if (c->after[j] == i) nn[w++] = g->nodes[c->n0 + j];
+    }
+    memcpy(g->nodes, nn, (size_t)w * sizeof *nn);
+    free(nn);
+    for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = IR_NONE;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
+            int32_t o = g->nodes[i].outputs[k];
+            if (o >= 0 && o < g->n_values) g->values[o].producer = i;
+        }
+    return KILN_OK;
+}
+
+kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err) {
+    if (moved) *moved = 0;
+    if (!model || !model->graph || !rules || !rules->node_ok) return KILN_OK;
+    ir_graph *g = model->graph;
+    nhwc_ctx c = {model, g, g->n_nodes, NULL, 0, 0, err};
+    int32_t nv0 = g->n_values;
+    pass_uses u;
+    kiln_status st = pass_uses_compute(g, &u, err);
+    if (st != KILN_OK) return st;
+    bool *nhwc = calloc((size_t)c.n0 + 1, sizeof *nhwc);
+    bool *relaid = calloc((size_t)nv0 + 1, sizeof *relaid); /* value now stored NHWC in place */
+    int32_t *nhwc_of = malloc(((size_t)nv0 + 1) * sizeof *nhwc_of);
+    int32_t *nchw_of = malloc(((size_t)nv0 + 1) * sizeof *nchw_of);
+    int32_t *prod = malloc(((size_t)nv0 + 1) * sizeof *prod);
+    if (!nhwc || !relaid || !nhwc_of || !nchw_of || !prod) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
+        goto done;
+    }
+    for (int32_t v = 0; v < nv0; v++) nhwc_of[v] = nchw_of[v] = -1, prod[v] = g->values[v].producer;
+    for (int32_t i = 0; i < c.n0; i++) {
+        ir_node *n = &g->nodes[i];
+        if (!is_layout_op(n) || n->n_outputs != 1 || vrank(g, n->inputs[0]) != 4 || vrank(g, n->outputs[0]) != 4)
+            continue;
+        if (!strcmp(n->op_type, "Conv")) {
+            const ir_tensor *w = n->n_inputs >= 2 ? pass_const(g, n->inputs[1]) : NULL;
+            if (!w || w->rank != 4) continue;
+            /* tensor cores want channel counts in multiples of 8: a dense convolution
+             * with fewer (ResNet's 3-channel stem) stays NCHW */
+            if (ir_node_attr_int(n, "group", 1) == 1 && (w->dims[0] % 8 || w->dims[1] % 8)) continue;
+        }
+        /* ask the backend about the node as it would be */
+        const char *dom = n->domain;
+        n->domain = "kiln.nhwc";
+        nhwc[i] = rules->node_ok(rules->user, model, n);
+        n->domain = dom;
+    }
+    for (int32_t i = 0; i < c.n0 && st == KILN_OK; i++) {
+        int32_t n_in = g->nodes[i].n_inputs;
+        for (int32_t k = 0; k < n_in && st == KILN_OK; k++) {
+            const ir_node *n = &g->nodes[i];
+            int32_t v = n->inputs[k];
+            if (v < 0 || v >= nv0) continue;
+            bool slot = nhwc[i] && data_slot(n, k);
+            if (slot && nhwc_of[v] < 0) {
+                int32_t h = new_value(&c, v, "_nhwc", to_nhwc);
+                st = h == IR_NONE ? KILN_ERR_NOMEM : add_transpose(&c, v, h, to_nhwc, prod[v]);
+                nhwc_of[v] = h;
+            }
+            if (st != KILN_OK) break;
+            if (slot) {
+                g->nodes[i].inputs[k] = nhwc_of[v];
+            } else if (relaid[v]) {
+                if (nchw_of[v] < 0) {
+                    int32_t f = new_value(&c, v, "_nchw", to_nchw);
+                    st = f == IR_NONE ? KILN_ERR_NOMEM : add_transpose(&c, v, f, to_nchw, prod[v]);
+                    nchw_of[v] = f;
+                }
+                g->nodes[i].inputs[k] = nchw_of[v];
+            }
+        }
+        if (!nhwc[i] || st != KILN_OK) continue;
+        if (!strcmp(g->nodes[i].op_type, "Conv")) {
+            int32_t w = weight_nhwc(&c, g->nodes[i].inputs[1]);
+            if (w == IR_NONE) {
+                st = kiln_err_set(err, KILN_ERR_NOMEM, "node '%s': out of memory storing the weight NHWC",
+                                  g->nodes[i].name);
+                break;
+            }
+            g->nodes[i].inputs[1] = w;
+        }
+        g->nodes[i].domain = "kiln.nhwc";
+        int32_t v = g->nodes[i].outputs[0];
+        if (moved) (*moved)++;
+        if (u.pinned[v]) {
+            int32_t h = new_value(&c, v, "_nhwc", to_nhwc);
+            if (h == IR_NONE) {
+                st = KILN_ERR_NOMEM;
+                break;
+            }
+            g->nodes[i].outputs[0] = h;
+            g->values[h].producer = i;
+            st = add_transpose(&c, h, v, to_nchw, i);
+            nhwc_of[v] = h;
+        } else {
+            ir_value *x = &g->values[v];
+            if (x->type.kind == IR_TYPE_TENSOR && x->type.rank == 4 && x->type.dims) {
+                ir_dim *d = perm_dims(&c, &x->type, to_nhwc);
+                if (!d) {
+                    st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
+                    break;
+                }
+                x->type.dims = d;
+            }
+            relaid[v] = true;
+            nhwc_of[v] = v;
+        }
+    }
+    if (st == KILN_OK) st = reorder(&c);
+done:
+    free(nhwc);
+    free(relaid);
+    free(nhwc_of);
+    free(nchw_of);
+    free(prod);
+    free(c.after);
+    pass_uses_free(&u);
+    return st;
+}
+
+typedef struct be_rules {
+    const rt_backend *be;
+    void *ctx;
+} be_rules;
+
+static bool be_node_ok(void *user, const ir_model *model, const ir_node *node) {
+    const be_rules *r = user;
+    return r->be->supports && r->be->supports(r->ctx, model, node, KILN_DTYPE_UNDEFINED);
+}
+
+kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
+                                           kiln_error *err) {
+    be_rules r = {be, ctx};
+    build_layout_rules rules = {be_node_ok, &r};
+    return build_pass_layout_nhwc(model, &rules, moved, err);
+}

@@ -1,0 +1,330 @@
+/* precision_fp16.c - FP16 activations between device nodes (--fp16 on a GPU backend).
+ *
+ * Decides per node whether it runs in half precision, then rewrites the main graph so
+ * that tensors between half nodes are float16 and casts appear only at the boundaries:
+ *  - a node goes half when it reads or writes a float32 tensor and the backend's rules
+ *    (build_fp16_rules.node_half; for a backend: supports(ctx, model, node, FLOAT16))
+ *    say it can run with those tensors in float16. Everything else keeps float32: the
+ *    per-layer fallback;
+ *  - float32 outputs of half nodes become float16 values, except graph outputs and values
+ *    a subgraph reads by name ("pinned"), which keep their name and float32 type: the
+ *    half node writes a new float16 value and a Cast back to float32 produces the old one;
+ *  - a float32 input of a half node (graph input, output of a float32 node) is read
+ *    through one Cast to float16, shared by every half reader; float32 initializers read
+ *    only by half nodes are converted to float16 once, here (the weights then upload and
+ *    stay resident in half; finite values beyond +-65504 saturate to +-65504);
+ *  - a float32 node (or a host-read argument of a half node, rules.input_half false, e.g.
+ *    Clip's bounds) reading a value that became float16 reads it through one Cast back to
+ *    float32; Shape and Size, which read only dims, read the float16 value directly.
+ * Accumulation inside GEMMs, convolutions, reductions, softmax and layer norm stays float32:
+ * that is the kernels' business, the graph only says what is stored between nodes.
+ * Inserted Casts sit right after the producer of what they convert (or first, for graph
+ * inputs and initializers), so the node list stays topologically sorted. Run after type
+ * inference (decisions use value types; values of unknown type are left alone).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build/passes/pass_util.h"
+#include "core/dtype.h"
+#include "ir/ops/ops.h"
+#include "runtime/backend.h"
+
+static kiln_dtype vtype(const ir_graph *g, int32_t v) {
+    if (v < 0 || v >= g->n_values) return KILN_DTYPE_UNDEFINED;
+    const ir_value *x = &g->values[v];
+    if (x->init) return x->init->dtype;
+    return x->type.kind == IR_TYPE_TENSOR ? x->type.dtype : KILN_DTYPE_UNDEFINED;
+}
+
+static bool has_float(const ir_graph *g, const ir_node *n) {
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        if (vtype(g, n->inputs[k]) == KILN_DTYPE_FLOAT) return true;
+    for (int32_t k = 0; k < n->n_outputs; k++)
+        if (vtype(g, n->outputs[k]) == KILN_DTYPE_FLOAT) return true;
+    return false;
+}
+
+/* Shape and Size read only a tensor's dims: they take a float16 value as it is. */
+static bool reads_shape_only(const ir_node *n) {
+    return !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+typedef struct fp16_ctx {
+    ir_model *m;
+    ir_graph *g;
+    int32_t n0;      /* nodes before the pass */
+    int32_t *after;  /* per inserted node: the original node it follows (-1: first) */
+    int32_t n_new, cap_new;
+    kiln_error *err;
+} fp16_ctx;
+
+/* A new value named after `base` (made unique) with v's tensor type in dtype dt. */
+static int32_t new_value(fp16_ctx *c, int32_t v, const char *suffix, kiln_dtype dt) {
+    ir_graph *g = c->g;
+    char *name = NULL;
+    for (int k = 0; k < 1000 && !name; k++) {
+        char *cand = k ? arena_printf(&c->m->arena, "%s%s%d", g->values[v].name, suffix, k)
+                       : arena_printf(&c->m->arena, "%s%s", g->values[v].name, suffix);
+        if (!cand) break;
+        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
+    }
+    int32_t id = name ? ir_graph_add_value(g, name) : IR_NONE;
+    if (id == IR_NONE) {
+        kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a value in the FP16 pass");
+        return IR_NONE;
+    }
+    ir_type t = g->values[v].type; /* after add_value: values may have moved */
+    if (g->values[v].init) {
+        const ir_tensor *it = g->values[v].init;
+        t.kind = IR_TYPE_TENSOR;
+        t.rank = it->rank;
+        t.dims = ARENA_ARRAY(&c->m->arena, ir_dim, it->rank > 0 ? it->rank : 1);
+        if (!t.dims) {
+            kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+            return IR_NONE;
+        }
+        for (int32_t i = 0; i < it->rank; i++) t.dims[i].kind = IR_DIM_CONST, t.dims[i].value = it->dims[i];
+    }
+    t.dtype = dt;
+    g->values[id].type = t;
+    return id;
+}
+
+/* Appends Cast(from) -> to, placed after original node `after` (-1: before every node). */
+static kiln_status add_cast(fp16_ctx *c, int32_t from, int32_t to, kiln_dtype dt, int32_t after) {
+    ir_graph *g = c->g;
+    if (c->n_new == c->cap_new) {
+        int32_t ncap = c->cap_new ? c->cap_new * 2 : 16;
+        int32_t *na = realloc(c->after, (size_t)ncap * sizeof *na);
+        if (!na) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+        c->after = na;
+        c->cap_new = ncap;
+    }
+    int32_t id = ir_graph_add_node(g);
+    int32_t *ins = ARENA_ARRAY(&c->m->arena, int32_t, 1), *outs = ARENA_ARRAY(&c->m->arena, int32_t, 1);
+    ir_attr *a = ARENA_ARRAY(&c->m->arena, ir_attr, 1);
+    char *name = arena_printf(&c->m->arena, "%s_kiln_cast", g->values[to].name);
+    if (id == IR_NONE || !ins || !outs || !a || !name)
+        return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a Cast in the FP16 pass");
+    ir_node *n = &g->nodes[id];
+    n->name = name;
+    n->name_generated = true;
+    n->op_type = "Cast";
+    n->domain = "";
+    n->opset = ir_model_opset(c->m, "");
+    n->op = ir_op_lookup("", "Cast");
+    ins[0] = from;
+    outs[0] = to;
+    n->inputs = ins;
+    n->n_inputs = 1;
+    n->outputs = outs;
+    n->n_outputs = 1;
+    a->name = "to";
+    a->type = IR_ATTR_INT;
+    a->i = dt;
+    a->doc = "";
+    n->attrs = a;
+    n->n_attrs = 1;
+    n->source_index = -1;
+    g->values[to].producer = id;
+    c->after[c->n_new++] = after;
+    return KILN_OK;
+}
+
+/* The initializer's data as float16, in place (value type and tensor). */
+static kiln_status convert_initializer(fp16_ctx *c, int32_t v) {
+    ir_value *x = &c->g->values[v];
+    const ir_tensor *src = x->init;
+    ir_tensor *t = ARENA_NEW(&c->m->arena, ir_tensor);
+    if (!t) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory converting '%s' to float16", x->name);
+    *t = *src;
+    t->dtype = KILN_DTYPE_FLOAT16;
+    t->nbytes = src->count * 2;
+    t->where = IR_DATA_OWNED;
+    t->data = NULL;
+    if (src->count) {
+        if (!src->data) return kiln_err_set(c->err, KILN_ERR_INVALID_ARG, "initializer '%s' has no data", x->name);
+        uint8_t *raw = arena_alloc(&c->m->arena, (size_t)t->nbytes + 64);
+        if (!raw) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory converting '%s' to float16", x->name);
+        uint16_t *h = (uint16_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+        const uint8_t *s = src->data;
+        for (uint64_t i = 0; i < src->count; i++) {
+            float f;
+            memcpy(&f, s + i * 4, 4); /* mapped data may be unaligned */
+            /* finite values past float16's range saturate instead of becoming inf: masks
+             * written as (1 - m) * finfo(float32).min would otherwise give 0 * -inf = NaN */
+            if (f > 65504.f && !isinf(f)) f = 65504.f;
+            if (f < -65504.f && !isinf(f)) f = -65504.f;
+            h[i] = kiln_fp32_to_fp16(f);
+        }
+        t->data = h;
+    }
+    x->init = t;
+    x->type.dtype = KILN_DTYPE_FLOAT16;
+    return KILN_OK;
+}
+
+/* Puts the inserted Casts in place (after their producers) and recomputes producers. */
+static kiln_status reorder(fp16_ctx *c) {
+    ir_graph *g = c->g;
+    if (!c->n_new) return KILN_OK;
+    ir_node *nn = malloc((size_t)g->n_nodes * sizeof *nn);
+    if (!nn) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+    int32_t w = 0;
+    for (int32_t j = 0; j < c->n_new; j++)
+        if (c->after[j] < 0) nn[w++] = g->nodes[c->n0 + j];
+    for (int32_t i = 0; i < c->n0; i++) {
+        nn[w++] = g->nodes[i];
+        for (int32_t j = 0; j < c->n_new; j++)
+            if (c->after[j] == i) nn[w++] = g->nodes[c->n0 + j];
+    }
+    memcpy(g->nodes, nn, (size_t)w * sizeof *nn);
+    free(nn);
+    for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = IR_NONE;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
+            int32_t o = g->nodes[i].outputs[k];
+            if (o >= 0 && o < g->n_values) g->values[o].producer = i;
+        }
+    return KILN_OK;
+}
+
+kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
+                                      kiln_error *err) {
+    build_fp16_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (!model || !model->graph || !rules || !rules->node_half) return KILN_OK;
+    ir_graph *g = model->graph;
+    fp16_ctx c = {model, g, g->n_nodes, NULL, 0, 0, err};
+    int32_t nv0 = g->n_values;
+    pass_uses u;
+    kiln_status st = pass_uses_compute(g, &u, err);
+    if (st != KILN_OK) return st;
+    bool *half = calloc((size_t)c.n0 + 1, sizeof *half);
+    bool *conv_ok = calloc((size_t)nv0 + 1, sizeof *conv_ok); /* initializer read only by half slots */
+    bool *retyped = calloc((size_t)nv0 + 1, sizeof *retyped); /* float32 value now float16 in place */
+    int32_t *half_of = malloc(((size_t)nv0 + 1) * sizeof *half_of);
+    int32_t *float_of = malloc(((size_t)nv0 + 1) * sizeof *float_of);
+    int32_t *prod = malloc(((size_t)nv0 + 1) * sizeof *prod); /* original producer index */
+    if (!half || !conv_ok || !retyped || !half_of || !float_of || !prod) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+        goto done;
+    }
+    for (int32_t v = 0; v < nv0; v++) {
+        half_of[v] = float_of[v] = -1;
+        prod[v] = g->values[v].producer;
+        const ir_value *x = &g->values[v];
+        conv_ok[v] = x->init && x->init->dtype == KILN_DTYPE_FLOAT && (x->flags & IR_VALUE_INITIALIZER) &&
+                     !(x->flags & IR_VALUE_GRAPH_INPUT) && !u.pinned[v];
+    }
+    for (int32_t i = 0; i < c.n0; i++) {
+        const ir_node *n = &g->nodes[i];
+        /* a Cast's output type is its `to` attribute: it never changes precision here
+         * (which also makes a second run of the pass a no-op) */
+        bool is_cast = !n->domain[0] && !strcmp(n->op_type, "Cast");
+        half[i] = !is_cast && !pass_has_subgraph(n) && has_float(g, n) && rules->node_half(rules->user, model, n);
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t v = n->inputs[k];
+            if (v < 0 || v >= nv0) continue;
+            bool half_slot = half[i] && (!rules->input_half || rules->input_half(rules->user, n, k));
+            if (!half_slot) conv_ok[v] = false;
+        }
+    }
+    /* subgraph nodes can read initializers by name: pass_uses pins those */
+    for (int32_t i = 0; i < c.n0 && st == KILN_OK; i++) {
+        int32_t n_in = g->nodes[i].n_inputs;
+        if (half[i]) stats->half_nodes++;
+        else if (has_float(g, &g->nodes[i])) stats->float_nodes++;
+        for (int32_t k = 0; k < n_in && st == KILN_OK; k++) {
+            const ir_node *n = &g->nodes[i]; /* re-read: add_cast may move the node array */
+            int32_t v = n->inputs[k];
+            if (v < 0 || v >= nv0) continue;
+            bool half_slot = half[i] && (!rules->input_half || rules->input_half(rules->user, n, k));
+            if (half_slot && vtype(g, v) == KILN_DTYPE_FLOAT && half_of[v] < 0) {
+                if (conv_ok[v]) {
+                    st = convert_initializer(&c, v);
+                    half_of[v] = v;
+                    stats->initializers_converted++;
+                } else {
+                    int32_t h = new_value(&c, v, "_fp16", KILN_DTYPE_FLOAT16);
+                    st = h == IR_NONE ? KILN_ERR_NOMEM : add_cast(&c, v, h, KILN_DTYPE_FLOAT16, prod[v]);
+                    half_of[v] = h;
+                    stats->casts++;
+                }
+            }
+            if (st != KILN_OK) break;
+            if (half_slot && half_of[v] >= 0) {
+                g->nodes[i].inputs[k] = half_of[v];
+            } else if (!half_slot && retyped[v] && !reads_shape_only(n)) {
+                if (float_of[v] < 0) {
+                    int32_t f = new_value(&c, v, "_fp32", KILN_DTYPE_FLOAT);
+                    st = f == IR_NONE ? KILN_ERR_NOMEM : add_cast(&c, v, f, KILN_DTYPE_FLOAT, prod[v]);
+                    float_of[v] = f;
+                    stats->casts++;
+                }
+                g->nodes[i].inputs[k] = float_of[v];
+            }
+        }
+        if (!half[i]) continue;
+        int32_t n_out = g->nodes[i].n_outputs;
+        for (int32_t k = 0; k < n_out && st == KILN_OK; k++) {
+            int32_t v = g->nodes[i].outputs[k];
+            if (v < 0 || v >= nv0 || vtype(g, v) != KILN_DTYPE_FLOAT) continue;
+            if (u.pinned[v]) {
+                /* graph output / read by name from a subgraph: keep it float32 under its name */
+                int32_t h = new_value(&c, v, "_fp16", KILN_DTYPE_FLOAT16);
+                if (h == IR_NONE) {
+                    st = KILN_ERR_NOMEM;
+                    break;
+                }
+                g->nodes[i].outputs[k] = h;
+                g->values[h].producer = i;
+                st = add_cast(&c, h, v, KILN_DTYPE_FLOAT, i);
+                half_of[v] = h;
+                stats->casts++;
+            } else {
+                g->values[v].type.dtype = KILN_DTYPE_FLOAT16;
+                retyped[v] = true;
+                half_of[v] = v;
+            }
+        }
+    }
+    if (st == KILN_OK) st = reorder(&c);
+done:
+    free(half);
+    free(conv_ok);
+    free(retyped);
+    free(half_of);
+    free(float_of);
+    free(prod);
+    free(c.after);
+    pass_uses_free(&u);
+    return st;
+}
+
+/* ---- the rules of a backend ---- */
+
+typedef struct be_rules {
+    const rt_backend *be;
+    void *ctx;
+} be_rules;
+
+static bool be_node_half(void *user, const ir_model *model, const ir_node *node) {
+    const be_rules *r = user;
+    return r->be->supports && r->be->supports(r->ctx, model, node, KILN_DTYPE_FLOAT16);
+}
+
+static bool be_input_half(void *user, const ir_node *node, int32_t k) {
+    const be_rules *r = user;
+    return !(r->be->input_on_host && r->be->input_on_host(r->ctx, node, k));
+}
+
+kiln_status build_pass_precision_fp16_backend(ir_model *model, const rt_backend *be, void *ctx,
+                                              build_fp16_stats *stats, kiln_error *err) {
+    be_rules r = {be, ctx};
+    build_fp16_rules rules = {be_node_half, be_input_half, &r};
+    return build_pass_precision_fp16(model, &rules, stats, err);
+}
