@@ -230,7 +230,15 @@ def layer_specs(path, model, batch):
             if n.input[1] in inits:
                 bias = 1 if (nxt is not None and nxt.op_type == "Add" and any(i in inits for i in nxt.input)) else 0
                 rows = int(np.prod(a[:-1]))
-                lines.append(f"matmul {n.name} 1 {rows} {a[-1]} {b[-1]} {bias} none")
+                # MatMul -> Add(bias) -> Erf-form GELU: kiln's fuse_gelu + fuse_activation put
+                # the GELU into this MatMul's epilogue (the bias Add's output feeds an Erf chain)
+                act = "none"
+                if bias:
+                    after = consumers.get(nxt.output[0], [])
+                    if any(q.op_type in ("Div", "Mul") and any(r.op_type == "Erf" for r in consumers.get(q.output[0], []))
+                           for q in after):
+                        act = "Gelu"
+                lines.append(f"matmul {n.name} 1 {rows} {a[-1]} {b[-1]} {bias} {act}")
             else:
                 lines.append(f"bmm {n.name} {int(np.prod(a[:-2]))} {a[-2]} {a[-1]} {b[-1]}")
         elif n.op_type == "Gemm":

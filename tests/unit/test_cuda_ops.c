@@ -188,6 +188,9 @@ static void test_host_inputs(void **state) {
     assert_int_equal(cuda_act_code("Relu"), CU_RELU);
     assert_int_equal(cuda_act_code("Clip"), CU_CLIP);
     assert_int_equal(cuda_act_code("Nope"), -1);
+    /* fused GELU marks from build/passes/fuse_activation.c (after fuse_gelu.c) */
+    assert_int_equal(cuda_act_code("Gelu"), CU_GELU_ERF);
+    assert_int_equal(cuda_act_code("GeluTanh"), CU_GELU_TANH);
 }
 
 /* Session on the GPU when there is one; otherwise a clear error naming the cause. */

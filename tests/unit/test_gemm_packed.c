@@ -1,7 +1,8 @@
 /* test_gemm_packed.c - kiln's packed AVX2 SGEMM (cpu_gemm_avx2.c) against a reference
  * triple loop: random shapes including edge sizes that are not multiples of the 6x16 tile
  * or the 256-deep k-block, M/N/K = 1, packed A or packed B, every fused epilogue kind,
- * on 1 and 2 pool threads. Skips (with a printed reason) on CPUs without AVX2+FMA.
+ * on 1 and 2 pool threads (GELU epilogues against a double-precision GELU). Skips (with
+ * a printed reason) on CPUs without AVX2+FMA.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -43,6 +44,16 @@ static void ref_gemm(int64_t M, int64_t N, int64_t K, const float *A, const floa
             if (ep->residual) v += ep->residual[i * ep->ld_res + j];
             C[i * N + j] = v;
         }
+    if (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH) {
+        /* GELU in double, independent of the kernels' float approximations */
+        for (int64_t i = 0; i < M * N; i++) {
+            double x = C[i];
+            C[i] = ep->act.kind == CPU_ACT_GELU
+                       ? (float)(0.5 * x * erfc(-x / sqrt(2.0)))
+                       : (float)(0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979324) * (x + 0.044715 * x * x * x))));
+        }
+        return;
+    }
     for (int64_t i = 0; i < M; i++) cpu_act_apply(&ep->act, C + i * N, N);
 }
 
@@ -66,6 +77,14 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, boo
         ep.residual = res;
         ep.ld_res = N;
         ep.act.kind = CPU_ACT_SIGMOID;
+    } else if (ep_kind == 4) { /* bias per column + GELU (BERT FFN after fuse_gelu) */
+        ep.bias_mode = CPU_BIAS_COL;
+        ep.bias = bias;
+        ep.act.kind = CPU_ACT_GELU;
+    } else if (ep_kind == 5) { /* residual + tanh-form GELU */
+        ep.residual = res;
+        ep.ld_res = N;
+        ep.act.kind = CPU_ACT_GELU_TANH;
     }
     cpu_gemm_packed p;
     cpu_gemm_scratch scratch = {0};
@@ -102,7 +121,7 @@ static void run_shapes(cpu_threadpool *pool) {
                                         {37, 21, 600}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 2; pb++)
-            for (int e = 0; e < 4; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
+            for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
 }
 
 static void test_packed_vs_reference(void **state) {

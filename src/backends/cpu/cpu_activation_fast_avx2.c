@@ -6,6 +6,7 @@
  * Inputs are clamped to [-87.3, 88.7] so 2^n stays a normal number; below -87.3 the result
  * is exactly 0 (softmax over -inf masks), above 88.7 it saturates at ~3.4e38.
  * erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) with the odd symmetry.
+ * GELU: cpu_gelu_avx2.h (erfc-based, relative error < 1e-6; the tanh form as x*sigmoid(2u)).
  * tanh: 1 - 2 / (e^{2|x|} + 1) with the sign restored; for |x| < 0.0625 the odd series
  * x - x^3/3 + 2x^5/15 avoids cancellation. Tails use the scalar versions of the same math.
  */
@@ -13,6 +14,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu_activation_fast.h"
+#include "backends/cpu/cpu_gelu_avx2.h"
 
 static inline __m256 exp8(__m256 x) {
     const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
@@ -94,16 +96,21 @@ VLOOP(a_exp, exp8(v), expf(v))
 VLOOP(a_tanh, tanh8(v), tanhf(v))
 VLOOP(a_erf, erf8(v), erf1(v))
 VLOOP(a_sigmoid, sigmoid8(v), v >= 0.f ? 1.f / (1.f + expf(-v)) : expf(v) / (1.f + expf(v)))
-VLOOP(a_gelu,
-      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
-                    _mm256_add_ps(_mm256_set1_ps(1.f), erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f))))),
-      0.5f * v * (1.f + erf1(v * 0.70710678118654752f)))
-/* 0.5 x (1 + tanh(z)) == x * sigmoid(2z): no cancellation for negative x */
-VLOOP(a_gelu_tanh,
-      _mm256_mul_ps(v, sigmoid8(_mm256_mul_ps(_mm256_set1_ps(2.f * 0.7978845608028654f),
-                                              _mm256_fmadd_ps(_mm256_mul_ps(v, _mm256_mul_ps(v, v)),
-                                                              _mm256_set1_ps(0.044715f), v)))),
-      v / (1.f + expf(-2.f * 0.7978845608028654f * (v + 0.044715f * v * v * v))))
+/* GELU: the shared inline versions (cpu_gelu_avx2.h, also the GEMM epilogue's); the tail
+ * goes through an 8-lane buffer so every element gets the same math. */
+#define GELU_LOOP(name, fn8)                                       \
+    static void name(const float *x, float *y, int64_t n) {        \
+        int64_t i = 0;                                             \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, fn8(_mm256_loadu_ps(x + i))); \
+        if (i < n) {                                               \
+            float buf[8] = {0};                                    \
+            for (int64_t k = i; k < n; k++) buf[k - i] = x[k];     \
+            _mm256_storeu_ps(buf, fn8(_mm256_loadu_ps(buf)));      \
+            for (int64_t k = i; k < n; k++) y[k] = buf[k - i];     \
+        }                                                          \
+    }
+GELU_LOOP(a_gelu, cpu_gelu_erf8)
+GELU_LOOP(a_gelu_tanh, cpu_gelu_tanh8)
 
 static float a_exp_shift_sum(const float *x, float *y, int64_t n, float max) {
     __m256 vmax = _mm256_set1_ps(max), acc = _mm256_setzero_ps();

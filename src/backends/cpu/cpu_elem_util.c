@@ -255,6 +255,37 @@ static void strided_rows(void *user, int64_t begin, int64_t end) {
     }
 }
 
+/* 4-byte 2-D transposes (the innermost output dim strided in the source, the one before
+ * it contiguous): BERT's key Transpose [1,128,12,64] -> [1,12,64,128] copied row by row
+ * read each element from a different cache line, 1.5 ns per element. Here each unit is 8
+ * output rows of one plane, copied in 8x8 tiles whose 8 source and 8 destination runs
+ * stay in L1: 2-3x faster on that Transpose (44-71 us against 123-127 us, thread CPU
+ * time, 1 thread). Units = planes x ceil(R/8). */
+#define TT 8
+static void transpose_tiles(void *user, int64_t begin, int64_t end) {
+    const strided_job *j = user;
+    int32_t r = j->rank;
+    int64_t R = j->dims[r - 2], C = j->dims[r - 1], dsr = j->ds[r - 2], ssc = j->ss[r - 1];
+    int64_t row_units = (R + TT - 1) / TT;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t plane = u / row_units, i0 = (u % row_units) * TT, i1 = i0 + TT < R ? i0 + TT : R;
+        int64_t doff = 0, soff = 0, rem = plane;
+        for (int32_t k = r - 3; k >= 0; k--) {
+            int64_t idx = rem % j->dims[k];
+            rem /= j->dims[k];
+            doff += idx * j->ds[k];
+            soff += idx * j->ss[k];
+        }
+        uint32_t *d = (uint32_t *)(void *)j->dst + doff;
+        const uint32_t *sp = (const uint32_t *)(const void *)j->src + soff;
+        for (int64_t c0 = 0; c0 < C; c0 += TT) {
+            int64_t c1 = c0 + TT < C ? c0 + TT : C;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t c = c0; c < c1; c++) d[i * dsr + c] = sp[i + c * ssc];
+        }
+    }
+}
+
 void cpu_strided_copy(cpu_threadpool *pool, size_t esize, int32_t rank, const int64_t *dims, void *dst,
                       const int64_t *dst_strides, const void *src, const int64_t *src_strides) {
     strided_job j;
@@ -284,6 +315,14 @@ void cpu_strided_copy(cpu_threadpool *pool, size_t esize, int32_t rank, const in
         r = 1;
     }
     j.rank = r;
+    if (esize == 4 && r >= 2 && j.ds[r - 1] == 1 && j.ss[r - 1] != 1 && j.ss[r - 2] == 1 && j.dims[r - 1] >= TT &&
+        j.dims[r - 2] >= TT) {
+        int64_t units = total / (j.dims[r - 2] * j.dims[r - 1]) * ((j.dims[r - 2] + TT - 1) / TT);
+        int64_t grain = 1 + CPU_ELEM_GRAIN / (TT * j.dims[r - 1]);
+        if (total < CPU_ELEM_GRAIN) transpose_tiles(&j, 0, units);
+        else cpu_parallel_for(pool, units, grain, transpose_tiles, &j);
+        return;
+    }
     int64_t inner = j.dims[r - 1];
     int64_t rows = total / inner;
     int64_t grain = CPU_ELEM_GRAIN / inner;

@@ -89,7 +89,9 @@ kiln_status cpu_epilogue_from_node(cpu_kernel_ctx *ctx, const rt_value *const *i
         else if (!strcmp(name, "LeakyRelu")) {
             act->kind = CPU_ACT_LEAKYRELU;
             act->a = ir_node_attr_float(n, "kiln_activation_alpha", 0.01f);
-        } else
+        } else if (!strcmp(name, "Gelu")) act->kind = CPU_ACT_GELU;
+        else if (!strcmp(name, "GeluTanh")) act->kind = CPU_ACT_GELU_TANH;
+        else
             return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED,
                                    "fused activation '%s' is not supported by the CPU epilogue", name);
     }
@@ -138,6 +140,8 @@ void cpu_act_apply(const cpu_act *act, float *x, int64_t n) {
     case CPU_ACT_LEAKYRELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] >= 0.f ? x[i] : x[i] * act->a;
         break;
+    case CPU_ACT_GELU: cpu_vmath_get()->gelu(x, x, n); break;
+    case CPU_ACT_GELU_TANH: cpu_vmath_get()->gelu_tanh(x, x, n); break;
     }
 }
 

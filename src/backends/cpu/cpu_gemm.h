@@ -8,7 +8,8 @@
  * attributes; kernels read them with cpu_epilogue_from_node():
  *   kiln_activation      string: "Relu", "Clip" (kiln_activation_min / _max floats),
  *                        "Sigmoid", "Tanh", "HardSigmoid" (kiln_activation_alpha/_beta),
- *                        "HardSwish", "LeakyRelu" (kiln_activation_alpha)
+ *                        "HardSwish", "LeakyRelu" (kiln_activation_alpha), "Gelu" (erf form),
+ *                        "GeluTanh" (Gelu with approximate="tanh")
  *   kiln_residual        int: index of the node input holding a tensor of the output's
  *                        shape that is added before the activation (a fused Add)
  *   kiln_bias            int (MatMul only): index of the node input holding a 1-D bias of
@@ -32,7 +33,9 @@ typedef enum cpu_act_kind {
     CPU_ACT_TANH,
     CPU_ACT_HARDSIGMOID, /* max(0, min(1, a*x + b)) */
     CPU_ACT_HARDSWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
-    CPU_ACT_LEAKYRELU    /* a = alpha */
+    CPU_ACT_LEAKYRELU,   /* a = alpha */
+    CPU_ACT_GELU,        /* x * Phi(x), the erf form (cpu_gelu_avx2.h) */
+    CPU_ACT_GELU_TANH    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 } cpu_act_kind;
 
 typedef struct cpu_act {

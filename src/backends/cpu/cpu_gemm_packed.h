@@ -75,4 +75,14 @@ kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t
                                         kiln_error *err);
 bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K);
 
+/* Small GEMMs with no constant operand (attention's per-head Q*K^T and P*V, 12 per layer
+ * in BERT): C[M,N] = A*B then the epilogue, both operands packed into `scratch` and
+ * computed on the calling thread only (callers run several of them in parallel, one per
+ * pool task). scratch: cpu_sgemm_inline_scratch(M, N, K) floats, 64-byte aligned; that
+ * function returns -1 when the sizes overflow. Measured against OpenBLAS per head
+ * (128x128x64, 1 thread): see cpu_matmul.c. M, N, K must be > 0. */
+int64_t cpu_sgemm_inline_scratch(int64_t M, int64_t N, int64_t K);
+void cpu_sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch);
+
 #endif

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_activation_fast.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_rows.h"
 #include "backends/cpu/cpu_via_f32.h"
 
 enum sm_kind { SM_SOFTMAX, SM_LOG, SM_HARD };
@@ -23,22 +24,24 @@ typedef struct sm_job {
     const float *x;
     float *y;
     const cpu_vmath *vm;
+    const cpu_rows *rows;
 } sm_job;
 
 static void sm_row(const sm_job *j, const float *x, float *y) {
     int64_t n = j->len;
     float mx = -INFINITY;
-    int64_t arg = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] > mx) {
-            mx = x[i];
-            arg = i;
-        }
     if (j->kind == SM_HARD) {
+        int64_t arg = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] > mx) {
+                mx = x[i];
+                arg = i;
+            }
         memset(y, 0, sizeof(float) * (size_t)n);
         if (n) y[arg] = 1.f;
         return;
     }
+    if (n) mx = j->rows->max(x, n); /* vectorised; skips NaN like the loop above */
     if (mx == -INFINITY) mx = 0.f; /* an all -inf row: exp gives 0s, sum 0 -> NaN like the reference */
     float sum = j->vm->exp_shift_sum(x, y, n, mx);
     if (j->kind == SM_SOFTMAX) {
@@ -112,7 +115,7 @@ static kiln_status sm_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
         else if (i == axis || legacy) len *= x->dims[i];
         else inner *= x->dims[i];
     }
-    sm_job j = {kind, len, inner, x->data, y->data, cpu_vmath_get()};
+    sm_job j = {kind, len, inner, x->data, y->data, cpu_vmath_get(), cpu_rows_get()};
     cpu_parallel_for(ctx->pool, outer * inner, 1 + 4096 / (len + 1), sm_run, &j);
     return KILN_OK;
 }

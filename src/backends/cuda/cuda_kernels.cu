@@ -44,7 +44,7 @@ __device__ __forceinline__ float unary_f(int op, float x, float a, float b) {
     case CU_NEG: return -x;
     case CU_ABS: return fabsf(x);
     case CU_RECIP: return 1.f / x;
-    case CU_GELU_ERF: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case CU_GELU_ERF: return 0.5f * x * erfcf(-x * 0.70710678118654752f);  // erfc: no cancellation for x < 0
     case CU_GELU_TANH: {
         float z = 0.79788456080286536f * (x + 0.044715f * x * x * x);
         return x / (1.f + expf(-2.f * z));  // x * sigmoid(2z) == 0.5 x (1 + tanh z)

@@ -94,6 +94,9 @@ int cuda_act_code(const char *name) {
         {"Abs", CU_ABS},         {"Reciprocal", CU_RECIP}, {"Clip", CU_CLIP},          {"LeakyRelu", CU_LEAKY},
         {"HardSigmoid", CU_HSIGMOID}, {"HardSwish", CU_HSWISH}, {"Softplus", CU_SOFTPLUS}, {"Elu", CU_ELU},
         {"Floor", CU_FLOOR},     {"Ceil", CU_CEIL},        {"Identity", CU_COPY},      {"Dropout", CU_COPY},
+        /* fused-activation names from build/passes/fuse_activation.c (a Gelu op node is
+         * dispatched by cuda_run_unary, which reads its approximate attribute itself) */
+        {"Gelu", CU_GELU_ERF},   {"GeluTanh", CU_GELU_TANH},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(map[i].n, name)) return map[i].c;

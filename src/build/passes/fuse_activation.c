@@ -1,7 +1,8 @@
 /* fuse_activation.c - marks an activation for the producing Conv/Gemm/MatMul to apply.
  *
  * Conv -> Relu becomes one Conv node with the internal attribute kiln_activation="Relu"
- * (plus kiln_activation_alpha/beta/min/max where the activation has parameters); the
+ * (plus kiln_activation_alpha/beta/min/max where the activation has parameters; a Gelu
+ * becomes "Gelu" or, with approximate="tanh", "GeluTanh"); the
  * CPU kernels apply it in their GEMM epilogue while the output is still in cache
  * (cpu_gemm.c, cpu_epilogue_from_node). The activation node is removed and the producer
  * writes the activation's output. Only float32 producers whose output has exactly one
@@ -37,6 +38,18 @@ static bool activation_attrs(const ir_graph *g, const ir_node *act, ir_attr *att
     attrs[0].doc = "";
     if (act->domain[0]) return false;
     if (!strcmp(op, "Relu") || !strcmp(op, "Sigmoid") || !strcmp(op, "Tanh") || !strcmp(op, "HardSwish")) return true;
+    if (!strcmp(op, "Gelu")) {
+        /* the epilogue name says which formula: "Gelu" (erf) or "GeluTanh" */
+        const ir_attr *ap = ir_node_attr(act, "approximate");
+        bool tanh_form = ap && ap->type == IR_ATTR_STRING && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
+        if (ap && !tanh_form && !(ap->type == IR_ATTR_STRING && ap->s.len == 4 && !memcmp(ap->s.data, "none", 4)))
+            return false; /* an invalid value: leave it to the Gelu kernel to report */
+        if (tanh_form) {
+            attrs[0].s.data = "GeluTanh";
+            attrs[0].s.len = 8;
+        }
+        return true;
+    }
     if (!strcmp(op, "LeakyRelu") || !strcmp(op, "HardSigmoid")) {
         bool hs = op[0] == 'H';
         attrs[1].name = "kiln_activation_alpha";

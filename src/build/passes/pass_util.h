@@ -59,5 +59,7 @@ kiln_status build_pass_fuse_activation(ir_model *model, const build_pass_options
                                        kiln_error *err);
 kiln_status build_pass_fuse_residual(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                      kiln_error *err);
+kiln_status build_pass_fuse_gelu(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                 kiln_error *err);
 
 #endif

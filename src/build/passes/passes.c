@@ -10,7 +10,7 @@ build_pass_options build_pass_options_default(void) {
     build_pass_options o;
     memset(&o, 0, sizeof o);
     o.fold_max_bytes = 16u << 20;
-    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = o.fuse_residual = true;
+    o.fold = o.remove_identity = o.fold_batchnorm = o.fuse_activation = o.fuse_residual = o.fuse_gelu = true;
     return o;
 }
 
@@ -36,6 +36,9 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
     if (st == KILN_OK && opts->fold) st = build_pass_fold_constants(model, opts, stats, err);
     if (st == KILN_OK && opts->remove_identity) st = build_pass_remove_identity(model, opts, stats, err);
     if (st == KILN_OK && opts->fold_batchnorm) st = build_pass_fold_batchnorm(model, opts, stats, err);
+    /* GELU subgraphs become one Gelu node before the epilogue fusions, so that
+     * MatMul -> Add(bias) -> Gelu ends as one MatMul with both marks */
+    if (st == KILN_OK && opts->fuse_gelu) st = build_pass_fuse_gelu(model, opts, stats, err);
     /* residual/bias Adds before activations: Conv -> Add -> Relu then fuses completely */
     if (st == KILN_OK && opts->fuse_residual) st = build_pass_fuse_residual(model, opts, stats, err);
     if (st == KILN_OK && opts->fuse_activation) st = build_pass_fuse_activation(model, opts, stats, err);

@@ -23,6 +23,7 @@ typedef struct build_pass_options {
     bool fold_batchnorm;
     bool fuse_activation;
     bool fuse_residual; /* Conv/MatMul -> Add folded into the GEMM epilogue (fuse_residual.c) */
+    bool fuse_gelu;     /* Erf/Tanh-form GELU subgraphs become one Gelu node (fuse_gelu.c) */
 } build_pass_options;
 
 typedef struct build_pass_stats {
@@ -32,6 +33,7 @@ typedef struct build_pass_stats {
     int32_t batchnorm_folded;
     int32_t activation_fused;
     int32_t residual_fused; /* Adds folded into a producer as kiln_bias / kiln_residual */
+    int32_t gelu_fused;     /* GELU subgraphs replaced by one Gelu node */
     int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
 } build_pass_stats;
 
