@@ -117,9 +117,9 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
          * the device runs in half, casts at the boundaries (precision_fp16.c) */
         if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
         if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
-        /* half convolutions channels-last (layout_nhwc.c), opt-in with KILN_NHWC=1: it
-         * measured slower than NCHW on ResNet-50 at batch 1 (docs/CUDA.md) */
-        if (st == KILN_OK && opts->fp16 && getenv("KILN_NHWC"))
+        /* half convolutions channels-last (layout_nhwc.c): the default for sessions that
+         * run the graph passes, KILN_NHWC=0/1 forces it (build_layout_nhwc_wanted) */
+        if (st == KILN_OK && opts->fp16 && build_layout_nhwc_wanted(getenv("KILN_NHWC"), opts->run_passes))
             st = build_pass_layout_nhwc_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
