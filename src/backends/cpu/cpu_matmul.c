@@ -1,7 +1,9 @@
 /* cpu_matmul.c - MatMul (numpy semantics, batch broadcasting), Gemm (every attribute) and
  * MatMulInteger.
  *
- * float32 goes through cpu_sgemm (BLAS + fused epilogue). When B has no batch dimensions
+ * float32 goes through cpu_sgemm (BLAS + fused epilogue), the packed GEMM when B is a
+ * constant weight (packed once per node), or the few-row kernels of cpu_gemv.h when the
+ * product has at most CPU_GEMV_MAX_M rows (batch-1 classifier heads). When B has no batch dimensions
  * (a weight, the common case in transformers) A's batch dimensions are folded into M so
  * the whole MatMul is one big GEMM instead of many small ones. Other dtypes (float64,
  * integers, float16/bfloat16) use straightforward loops or convert through float32:
@@ -14,6 +16,7 @@
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_gemv.h"
 #include "core/alloc.h"
 
 /* ---- packed constant B (per-node state) ---------------------------------------------- */
@@ -35,9 +38,11 @@ static void mm_state_free(void *p) {
     free(s);
 }
 
-/* The node's state with B packed, or NULL when the packed path does not apply. Sets
- * *st on failure (then returns NULL). */
-static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, kiln_status *st) {
+/* The node's state with B packed, or NULL when the packed path does not apply. B is
+ * [K, N] row-major, or [N, K] with trans_b (Gemm transB=1: transposed once into a
+ * temporary before packing). Sets *st on failure (then returns NULL). */
+static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, bool trans_b,
+                             kiln_status *st) {
     *st = KILN_OK;
     if (!ctx->state || !cpu_gemm_packed_supported() || !cpu_input_is_const(ctx, 1)) return NULL;
     mm_state *s = *ctx->state;
@@ -53,7 +58,18 @@ static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int
     if (s->src != B || s->pb.K != K || s->pb.rows != N || !s->pb.data) {
         cpu_gemm_packed_free(&s->pb);
         s->src = NULL;
-        *st = cpu_gemm_pack_b(B, N, K, N, &s->pb, ctx->err);
+        if (trans_b) {
+            float *t = kiln_realloc_array(NULL, (size_t)K * (size_t)N, sizeof(float));
+            if (!t) {
+                *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory transposing the Gemm weight");
+                return NULL;
+            }
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t k = 0; k < K; k++) t[k * N + n] = B[n * K + k];
+            *st = cpu_gemm_pack_b(t, N, K, N, &s->pb, ctx->err);
+            free(t);
+        } else
+            *st = cpu_gemm_pack_b(B, N, K, N, &s->pb, ctx->err);
         if (*st != KILN_OK) return NULL;
         s->src = B;
     }
@@ -297,8 +313,13 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     bool a_full = true;
     for (int32_t i = 0; i < s.batch_rank; i++)
         if (s.a_stride[i] == 0 && s.batch[i] != 1) a_full = false;
+    if (s.b_shared && a_full && s.n_batch * s.M <= CPU_GEMV_MAX_M && cpu_gemv_supported()) {
+        /* a matrix-vector product in disguise: read B once, in place (cpu_gemv.h) */
+        cpu_sgemv_small(ctx->pool, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, Y, s.N, &ep);
+        return KILN_OK;
+    }
     if (s.b_shared && a_full && b->rank == 2) {
-        mm_state *ms = mm_packed_b(ctx, B, s.K, s.N, &st);
+        mm_state *ms = mm_packed_b(ctx, B, s.K, s.N, false, &st);
         if (st != KILN_OK) return st;
         if (ms)
             return cpu_sgemm_packed(ctx->pool, s.n_batch * s.M, s.N, s.K, NULL, A, s.K, &ms->pb, NULL, 0, Y, s.N, &ep,
@@ -433,6 +454,19 @@ kiln_status cpu_gemm_op(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int3
                 for (int64_t j = 0; j < N; j++) Y[i * N + j] = beta * C[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
             gemm_beta = 1.f;
         }
+    }
+    if (!ta && K > 0 && gemm_beta == 0.f && M <= CPU_GEMV_MAX_M && cpu_gemv_supported()) {
+        /* the classifier head at batch 1 (ResNet's fc): read the weight once, in place */
+        cpu_sgemv_small(ctx->pool, tb, M, N, K, alpha, a->data, a->dims[1], b->data, b->dims[1], Y, N, &ep);
+        return KILN_OK;
+    }
+    if (!ta && K > 0 && gemm_beta == 0.f && alpha == 1.f) {
+        /* constant weight (batched classifier heads): packed once per node like MatMul's */
+        mm_state *ms = mm_packed_b(ctx, b->data, K, N, tb, &st);
+        if (st != KILN_OK) return st;
+        if (ms)
+            return cpu_sgemm_packed(ctx->pool, M, N, K, NULL, a->data, K, &ms->pb, NULL, 0, Y, N, &ep, &ms->scratch,
+                                    ctx->err);
     }
     cpu_sgemm(ctx->pool, ta, tb, M, N, K, alpha, a->data, a->dims[1], b->data, b->dims[1], gemm_beta, Y, N, &ep);
     return KILN_OK;

@@ -3,13 +3,15 @@
  * MaxUnpool, on float32 NCHW-style tensors of any spatial rank.
  *
  * One task per (image, channel) plane; inside a plane an odometer walks output positions
- * and a second one the kernel window. Pools are a small share of CNN time (ResNet-50 has
- * one MaxPool and one GlobalAveragePool), so clarity wins over a SIMD path here.
+ * and a second one the kernel window. 2-D MaxPool without Indices (the CNN case) has a
+ * separable row-wise fast path, vectorised with AVX2 (cpu_pool.h, cpu_pool_avx2.c).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_pool.h"
 #include "backends/cpu/cpu_via_f32.h"
 
 static bool cpu_dtype_int_like(kiln_dtype d) { return d != KILN_DTYPE_FLOAT16 && d != KILN_DTYPE_BFLOAT16 && d != KILN_DTYPE_DOUBLE; }
@@ -25,34 +27,75 @@ typedef struct pool_job {
     const float *x;
     float *y;
     int64_t *idx;
+    bool avx2; /* the 2-D MaxPool fast path may use cpu_pool_avx2.c */
 } pool_job;
 
-/* 2-D MaxPool without the Indices output (ResNet's 3x3/2 after the stem): clipped window
- * bounds per output instead of the generic odometer, which cost ~100x ORT's time. Same
- * order and comparison as the generic loop (first in-window value, then strictly greater),
- * so NaN and empty-window (-inf) results are identical. */
-static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp) {
+/* 2-D MaxPool without the Indices output (ResNet's 3x3/2 after the stem), computed
+ * separably per output row (cpu_pool.h): the vertical fold over the window's valid input
+ * rows into a row buffer, then the horizontal fold with the stride; outputs whose window
+ * crosses the left/right border take the clipped scalar loop. Same results as the
+ * generic loop, NaN and empty windows (-inf) included. The portable row kernels below
+ * mirror cpu_pool_avx2.c exactly. */
+#define POOL_MAX_VROWS 64 /* larger kernels take the generic loop */
+
+static void vmax_scalar(const float *const *rows, int32_t n, int64_t W, float *out) {
+    for (int64_t i = 0; i < W; i++) {
+        float a = rows[0][i];
+        for (int32_t r = 1; r < n; r++) a = rows[r][i] > a ? rows[r][i] : a;
+        out[i] = a;
+    }
+}
+
+static void hmax_scalar(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
+                        float *y) {
+    for (int64_t ow = ow0; ow < ow1; ow++) {
+        const float *b = r + ow * s - p0;
+        float a = b[0];
+        for (int64_t kw = 1; kw < k; kw++) a = b[kw * d] > a ? b[kw * d] : a;
+        y[ow] = a;
+    }
+}
+
+/* one output of a border column: clipped window over the row maxima r[0, W) */
+static float hmax_clipped(const float *r, int64_t W, int64_t w0, int64_t k, int64_t d) {
+    float acc = -INFINITY;
+    bool any = false;
+    for (int64_t kw = 0; kw < k; kw++) {
+        int64_t iw = w0 + kw * d;
+        if (iw < 0 || iw >= W) continue;
+        if (!any || r[iw] > acc) acc = r[iw];
+        any = true;
+    }
+    return acc;
+}
+
+static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, float *rbuf, bool avx2) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    int64_t s = g->stride[1], p0 = g->pad0[1], k = g->k[1], d = g->dil[1];
+    /* interior columns: ow*s - p0 >= 0 and ow*s - p0 + (k-1)*d <= W-1 */
+    int64_t lo = (p0 + s - 1) / s, hi_num = W - 1 - (k - 1) * d + p0;
+    int64_t hi = hi_num < 0 ? 0 : hi_num / s + 1; /* exclusive */
+    if (hi > OW) hi = OW;
+    if (lo > hi) lo = hi;
+    const float *rows[POOL_MAX_VROWS];
     for (int64_t oh = 0; oh < OH; oh++) {
         int64_t h0 = oh * g->stride[0] - g->pad0[0];
-        for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t w0 = ow * g->stride[1] - g->pad0[1];
-            float acc = -INFINITY;
-            bool any = false;
-            for (int64_t kh = 0; kh < g->k[0]; kh++) {
-                int64_t ih = h0 + kh * g->dil[0];
-                if (ih < 0 || ih >= H) continue;
-                const float *row = xp + ih * W;
-                for (int64_t kw = 0; kw < g->k[1]; kw++) {
-                    int64_t iw = w0 + kw * g->dil[1];
-                    if (iw < 0 || iw >= W) continue;
-                    float v = row[iw];
-                    if (!any || v > acc) acc = v;
-                    any = true;
-                }
-            }
-            yp[oh * OW + ow] = acc;
+        int32_t n = 0;
+        for (int64_t kh = 0; kh < g->k[0]; kh++) {
+            int64_t ih = h0 + kh * g->dil[0];
+            if (ih >= 0 && ih < H) rows[n++] = xp + ih * W;
         }
+        float *yr = yp + oh * OW;
+        if (n == 0) { /* window entirely in the padding */
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;
+            continue;
+        }
+        if (avx2) cpu_pool_vmax_avx2(rows, n, W, rbuf);
+        else vmax_scalar(rows, n, W, rbuf);
+        for (int64_t ow = 0; ow < lo; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
+        if (avx2) cpu_pool_hmax_avx2(rbuf, lo, hi, s, p0, k, d, yr);
+        else hmax_scalar(rbuf, lo, hi, s, p0, k, d, yr);
+        for (int64_t ow = hi; ow < OW; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
     }
 }
 
@@ -60,10 +103,16 @@ static void pool_run(void *user, int64_t begin, int64_t end) {
     const pool_job *j = user;
     const cpu_conv_geom *g = j->g;
     int32_t n = g->nsp;
-    if (j->kind == POOL_MAX && !j->idx && n == 2) {
-        for (int64_t plane = begin; plane < end; plane++)
-            maxpool2d_plane(g, j->x + plane * g->in_size, j->y + plane * g->out_size);
-        return;
+    if (j->kind == POOL_MAX && !j->idx && n == 2 && g->k[0] <= POOL_MAX_VROWS) {
+        /* row buffer: W maxima + 16 floats of slack for the stride-2 vector loads */
+        float *rbuf = malloc(sizeof(float) * (size_t)(g->in[1] + 16));
+        if (rbuf) {
+            memset(rbuf + g->in[1], 0, sizeof(float) * 16);
+            for (int64_t plane = begin; plane < end; plane++)
+                maxpool2d_plane(g, j->x + plane * g->in_size, j->y + plane * g->out_size, rbuf, j->avx2);
+            free(rbuf);
+            return;
+        } /* out of memory for W floats: the generic loop below needs none */
     }
     for (int64_t plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * g->in_size;
@@ -166,7 +215,7 @@ static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *input
     if (y->count == 0) return KILN_OK;
     pool_job j = {&g, kind, ir_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
                   ir_node_attr_int(ctx->node, "storage_order", 0) != 0, (float)ir_node_attr_int(ctx->node, "p", 2),
-                  x->data, y->data, idx};
+                  x->data, y->data, idx, (cpu_features() & CPU_FEATURE_AVX2) != 0};
     cpu_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1, pool_run, &j);
     return KILN_OK;
 }

@@ -1,0 +1,27 @@
+/* cpu_pool.h - row kernels of the 2-D MaxPool fast path (cpu_pool.c), in a portable and
+ * an AVX2 version (cpu_pool_avx2.c) with identical results.
+ *
+ * The 2-D MaxPool is computed separably per output row: first the maximum over the
+ * window's valid input rows (a contiguous vertical pass over W columns), then over the
+ * window's columns of that row-maximum (a horizontal pass with the pool's stride).
+ * Both folds start from the first *valid* element and then replace the running value
+ * only by strictly greater ones (acc = v > acc ? v : acc, which is what _mm256_max_ps(v,
+ * acc) computes), so results, NaN included, equal the generic row-major window loop:
+ * a NaN wins only when it is the window's first valid element.
+ */
+#ifndef KILN_BACKENDS_CPU_CPU_POOL_H
+#define KILN_BACKENDS_CPU_CPU_POOL_H
+
+#include <stdint.h>
+
+/* out[i] = fold of rows[0][i], rows[1][i], ... rows[n-1][i] for i in [0, W); n >= 1. */
+void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *out);
+
+/* Horizontal pass for the "interior" outputs ow in [ow0, ow1), whose whole window
+ * r[ow*s - p0 + kw*d], kw in [0, k), lies inside r: y[ow] = fold over kw. r must be
+ * readable 16 floats past its last valid element (vector loads of the stride-2 path).
+ * Any stride; strides 1 and 2 are vectorised. */
+void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
+                        float *y);
+
+#endif

@@ -1,0 +1,75 @@
+/* cpu_pool_avx2.c - AVX2 row kernels of the 2-D MaxPool fast path (cpu_pool.h explains the
+ * separable scheme and why the fold order keeps the generic loop's NaN semantics).
+ *
+ * ResNet-50's MaxPool (3x3, stride 2, pad 1 over 64x112x112) took ~2.9 ms per run with
+ * the scalar clipped-window loop against ONNX Runtime's ~0.2 ms: each output re-read 9
+ * inputs with two bounds checks each. Here the vertical pass is 8 columns per vector and
+ * the horizontal stride-2 pass de-interleaves 16 consecutive row maxima into their even
+ * elements with one shuffle + one lane permute per kernel column.
+ */
+#include <immintrin.h>
+
+#include "backends/cpu/cpu_pool.h"
+
+void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *out) {
+    int64_t i = 0;
+    for (; i + 32 <= W; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(rows[0] + i), a1 = _mm256_loadu_ps(rows[0] + i + 8);
+        __m256 a2 = _mm256_loadu_ps(rows[0] + i + 16), a3 = _mm256_loadu_ps(rows[0] + i + 24);
+        for (int32_t r = 1; r < n; r++) {
+            const float *p = rows[r] + i;
+            a0 = _mm256_max_ps(_mm256_loadu_ps(p), a0);
+            a1 = _mm256_max_ps(_mm256_loadu_ps(p + 8), a1);
+            a2 = _mm256_max_ps(_mm256_loadu_ps(p + 16), a2);
+            a3 = _mm256_max_ps(_mm256_loadu_ps(p + 24), a3);
+        }
+        _mm256_storeu_ps(out + i, a0);
+        _mm256_storeu_ps(out + i + 8, a1);
+        _mm256_storeu_ps(out + i + 16, a2);
+        _mm256_storeu_ps(out + i + 24, a3);
+    }
+    for (; i + 8 <= W; i += 8) {
+        __m256 a = _mm256_loadu_ps(rows[0] + i);
+        for (int32_t r = 1; r < n; r++) a = _mm256_max_ps(_mm256_loadu_ps(rows[r] + i), a);
+        _mm256_storeu_ps(out + i, a);
+    }
+    for (; i < W; i++) {
+        float a = rows[0][i];
+        for (int32_t r = 1; r < n; r++) a = rows[r][i] > a ? rows[r][i] : a;
+        out[i] = a;
+    }
+}
+
+/* even elements of the 16 floats at p: p[0], p[2], ..., p[14] */
+static inline __m256 even16(const float *p) {
+    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    /* [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] */
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
+                        float *y) {
+    int64_t ow = ow0;
+    if (s == 1) {
+        for (; ow + 8 <= ow1; ow += 8) {
+            const float *b = r + ow - p0;
+            __m256 a = _mm256_loadu_ps(b);
+            for (int64_t kw = 1; kw < k; kw++) a = _mm256_max_ps(_mm256_loadu_ps(b + kw * d), a);
+            _mm256_storeu_ps(y + ow, a);
+        }
+    } else if (s == 2) {
+        for (; ow + 8 <= ow1; ow += 8) {
+            const float *b = r + 2 * ow - p0;
+            __m256 a = even16(b);
+            for (int64_t kw = 1; kw < k; kw++) a = _mm256_max_ps(even16(b + kw * d), a);
+            _mm256_storeu_ps(y + ow, a);
+        }
+    }
+    for (; ow < ow1; ow++) {
+        const float *b = r + ow * s - p0;
+        float a = b[0];
+        for (int64_t kw = 1; kw < k; kw++) a = b[kw * d] > a ? b[kw * d] : a;
+        y[ow] = a;
+    }
+}
