@@ -34,14 +34,17 @@ typedef struct pool_job {
  * separably per output row (cpu_pool.h): the vertical fold over the window's valid input
  * rows into a row buffer, then the horizontal fold with the stride; outputs whose window
  * crosses the left/right border take the clipped scalar loop. Same results as the
- * generic loop, NaN and empty windows (-inf) included. The portable row kernels below
+ * generic loop, NaN (propagated) and empty windows (-inf) included. The portable row kernels below
  * mirror cpu_pool_avx2.c exactly. */
 #define POOL_MAX_VROWS 64 /* larger kernels take the generic loop */
+
+/* max that propagates NaN from either side (cpu_pool.h) */
+static inline float smaxn(float v, float acc) { return (v > acc || isnan(v)) ? v : acc; }
 
 static void vmax_scalar(const float *const *rows, int32_t n, int64_t W, float *out) {
     for (int64_t i = 0; i < W; i++) {
         float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = rows[r][i] > a ? rows[r][i] : a;
+        for (int32_t r = 1; r < n; r++) a = smaxn(rows[r][i], a);
         out[i] = a;
     }
 }
@@ -51,7 +54,7 @@ static void hmax_scalar(const float *r, int64_t ow0, int64_t ow1, int64_t s, int
     for (int64_t ow = ow0; ow < ow1; ow++) {
         const float *b = r + ow * s - p0;
         float a = b[0];
-        for (int64_t kw = 1; kw < k; kw++) a = b[kw * d] > a ? b[kw * d] : a;
+        for (int64_t kw = 1; kw < k; kw++) a = smaxn(b[kw * d], a);
         y[ow] = a;
     }
 }
@@ -63,7 +66,7 @@ static float hmax_clipped(const float *r, int64_t W, int64_t w0, int64_t k, int6
     for (int64_t kw = 0; kw < k; kw++) {
         int64_t iw = w0 + kw * d;
         if (iw < 0 || iw >= W) continue;
-        if (!any || r[iw] > acc) acc = r[iw];
+        acc = any ? smaxn(r[iw], acc) : r[iw];
         any = true;
     }
     return acc;
@@ -145,7 +148,8 @@ static void pool_run(void *user, int64_t begin, int64_t end) {
                 if (ok) {
                     float v = xp[off];
                     if (j->kind == POOL_MAX) {
-                        if (v > acc || best < 0) {
+                        /* NaN propagates (cpu_pool.h); Indices point at the first NaN */
+                        if (best < 0 || v > acc || (isnan(v) && !isnan(acc))) {
                             acc = v;
                             best = off;
                         }

@@ -4,10 +4,10 @@
  * The 2-D MaxPool is computed separably per output row: first the maximum over the
  * window's valid input rows (a contiguous vertical pass over W columns), then over the
  * window's columns of that row-maximum (a horizontal pass with the pool's stride).
- * Both folds start from the first *valid* element and then replace the running value
- * only by strictly greater ones (acc = v > acc ? v : acc, which is what _mm256_max_ps(v,
- * acc) computes), so results, NaN included, equal the generic row-major window loop:
- * a NaN wins only when it is the window's first valid element.
+ * NaN propagates: a window holding a NaN gives NaN (as in NumPy and PyTorch), whatever
+ * its position, so the separable order gives the same result as a row-major window loop
+ * (the generic loop in cpu_pool.c follows the same rule). Otherwise the maximum; a window
+ * entirely in the padding gives -inf.
  */
 #ifndef KILN_BACKENDS_CPU_CPU_POOL_H
 #define KILN_BACKENDS_CPU_CPU_POOL_H

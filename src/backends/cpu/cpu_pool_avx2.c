@@ -1,5 +1,5 @@
 /* cpu_pool_avx2.c - AVX2 row kernels of the 2-D MaxPool fast path (cpu_pool.h explains the
- * separable scheme and why the fold order keeps the generic loop's NaN semantics).
+ * separable scheme and the NaN rule).
  *
  * ResNet-50's MaxPool (3x3, stride 2, pad 1 over 64x112x112) took ~2.9 ms per run with
  * the scalar clipped-window loop against ONNX Runtime's ~0.2 ms: each output re-read 9
@@ -11,6 +11,13 @@
 
 #include "backends/cpu/cpu_pool.h"
 
+/* max(v, acc) that propagates NaN from either side: _mm256_max_ps(v, acc) returns acc
+ * (so keeps a NaN acc) unless v > acc, and a NaN v is put back by the blend */
+static inline __m256 vmaxn(__m256 v, __m256 acc) {
+    return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+static inline float smaxn(float v, float acc) { return (v > acc || v != v) ? v : acc; }
+
 void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *out) {
     int64_t i = 0;
     for (; i + 32 <= W; i += 32) {
@@ -18,10 +25,10 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
         __m256 a2 = _mm256_loadu_ps(rows[0] + i + 16), a3 = _mm256_loadu_ps(rows[0] + i + 24);
         for (int32_t r = 1; r < n; r++) {
             const float *p = rows[r] + i;
-            a0 = _mm256_max_ps(_mm256_loadu_ps(p), a0);
-            a1 = _mm256_max_ps(_mm256_loadu_ps(p + 8), a1);
-            a2 = _mm256_max_ps(_mm256_loadu_ps(p + 16), a2);
-            a3 = _mm256_max_ps(_mm256_loadu_ps(p + 24), a3);
+            a0 = vmaxn(_mm256_loadu_ps(p), a0);
+            a1 = vmaxn(_mm256_loadu_ps(p + 8), a1);
+            a2 = vmaxn(_mm256_loadu_ps(p + 16), a2);
+            a3 = vmaxn(_mm256_loadu_ps(p + 24), a3);
         }
         _mm256_storeu_ps(out + i, a0);
         _mm256_storeu_ps(out + i + 8, a1);
@@ -30,12 +37,12 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
     }
     for (; i + 8 <= W; i += 8) {
         __m256 a = _mm256_loadu_ps(rows[0] + i);
-        for (int32_t r = 1; r < n; r++) a = _mm256_max_ps(_mm256_loadu_ps(rows[r] + i), a);
+        for (int32_t r = 1; r < n; r++) a = vmaxn(_mm256_loadu_ps(rows[r] + i), a);
         _mm256_storeu_ps(out + i, a);
     }
     for (; i < W; i++) {
         float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = rows[r][i] > a ? rows[r][i] : a;
+        for (int32_t r = 1; r < n; r++) a = smaxn(rows[r][i], a);
         out[i] = a;
     }
 }
@@ -55,21 +62,21 @@ void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int
         for (; ow + 8 <= ow1; ow += 8) {
             const float *b = r + ow - p0;
             __m256 a = _mm256_loadu_ps(b);
-            for (int64_t kw = 1; kw < k; kw++) a = _mm256_max_ps(_mm256_loadu_ps(b + kw * d), a);
+            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(_mm256_loadu_ps(b + kw * d), a);
             _mm256_storeu_ps(y + ow, a);
         }
     } else if (s == 2) {
         for (; ow + 8 <= ow1; ow += 8) {
             const float *b = r + 2 * ow - p0;
             __m256 a = even16(b);
-            for (int64_t kw = 1; kw < k; kw++) a = _mm256_max_ps(even16(b + kw * d), a);
+            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(even16(b + kw * d), a);
             _mm256_storeu_ps(y + ow, a);
         }
     }
     for (; ow < ow1; ow++) {
         const float *b = r + ow * s - p0;
         float a = b[0];
-        for (int64_t kw = 1; kw < k; kw++) a = b[kw * d] > a ? b[kw * d] : a;
+        for (int64_t kw = 1; kw < k; kw++) a = smaxn(b[kw * d], a);
         y[ow] = a;
     }
 }
