@@ -271,7 +271,7 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
         }
         int32_t best = 0;
         if (nfit > 1 && o->time_tactics) {
-            char *key = build_tactic_key(&q, o->cpu_features);
+            char *key = build_tactic_key_threads(&q, o->cpu_features, o->threads);
             if (progress && (printed || now_s() - t_start > 0.5)) {
                 fprintf(stderr, "\r\033[K[%d/%d] timing tactics for %s ...", i + 1, g->n_nodes, n->name);
                 fflush(stderr);

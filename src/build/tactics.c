@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_winograd.h"
@@ -226,6 +227,22 @@ char *build_tactic_key(const build_tactic_query *q, uint64_t features) {
                                CPU_FEATURE_AVX512VL | CPU_FEATURE_AVX512DQ | CPU_FEATURE_F16C |
                                CPU_FEATURE_AVX512_VNNI | CPU_FEATURE_AVX512_BF16 | CPU_FEATURE_AMX);
     sb_printf(&sb, "|isa=%" PRIx64, isa);
+    return sb.failed ? (sb_free(&sb), NULL) : sb_take(&sb);
+}
+
+int build_tactic_threads_resolve(int threads) {
+    if (threads > 0) return threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN); /* what cpu_threadpool_create uses for 0 */
+    return n > 0 && n < 4096 ? (int)n : 1;
+}
+
+char *build_tactic_key_threads(const build_tactic_query *q, uint64_t features, int threads) {
+    char *base = build_tactic_key(q, features);
+    if (!base) return NULL;
+    strbuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "%s|threads=%d", base, build_tactic_threads_resolve(threads));
+    free(base);
     return sb.failed ? (sb_free(&sb), NULL) : sb_take(&sb);
 }
 

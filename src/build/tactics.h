@@ -72,6 +72,12 @@ uint64_t build_tactic_scratch(const build_tactic *t, const build_tactic_query *q
  * features, e.g. "Conv|17|group=1;kernel_shape=[3,3];...|float32[1,64,56,56],float32[64,64,3,3]|avx2 fma".
  * Returned in a heap string. */
 char *build_tactic_key(const build_tactic_query *q, uint64_t features);
+/* The key the timing cache uses: build_tactic_key plus "|threads=N", the thread count the
+ * tactics are timed with (threads <= 0: all online CPUs, resolved as the pool does), since
+ * a tactic's time and the best choice change with it (blocking, task splits). */
+char *build_tactic_key_threads(const build_tactic_query *q, uint64_t features, int threads);
+/* threads as the CPU pool resolves it: > 0 unchanged, else the online CPU count */
+int build_tactic_threads_resolve(int threads);
 
 /* Times a tactic: runs it `reps` times on inputs of the query's shapes (initializer data
  * where the node reads initializers, deterministic pseudo-random data elsewhere), each run

@@ -103,6 +103,9 @@ bool build_timing_cache_load(build_timing_cache *c, const char *path, strbuf *wa
     const cJSON *entries = root ? cJSON_GetObjectItemCaseSensitive(root, "entries") : NULL;
     if (!root) why = "it is not valid JSON (corrupt or truncated)";
     else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "kiln-timing-cache")) why = "it is not a kiln timing cache";
+    else if (cJSON_IsNumber(ver) && ver->valuedouble == 1)
+        why = "it was written by an older kiln (format version 1, whose keys lack the CPU thread count the "
+              "tactics were timed with)";
     else if (!cJSON_IsNumber(ver) || ver->valuedouble != BUILD_TIMING_CACHE_VERSION)
         why = "it has another timing-cache format version";
     else if (!cJSON_IsArray(entries)) why = "it has no entries list";

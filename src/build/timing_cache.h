@@ -1,13 +1,14 @@
 /* timing_cache.h - saved kernel timings, so rebuilding an engine skips re-timing tactics.
  *
- * Keyed by a node signature (build_tactic_key: op, opset, attributes, input shapes and
- * dtypes, CPU features) and the tactic name; the value is the measured time in ms. The
- * file is JSON:
- *   {"format": "kiln-timing-cache", "version": 1, "kiln": "0.1.0",
+ * Keyed by a node signature (build_tactic_key_threads: op, opset, attributes, input shapes
+ * and dtypes, CPU features, timing thread count) and the tactic name; the value is the
+ * measured time in ms. The file is JSON:
+ *   {"format": "kiln-timing-cache", "version": 2, "kiln": "0.1.0",
  *    "entries": [{"key": "...", "tactic": "conv_im2col_gemm", "ms": 0.123}, ...]}
  * A missing file starts an empty cache; an unreadable, corrupt, foreign or other-version
  * file is not an error: the caller gets a warning saying so and the cache is rebuilt
- * (and overwritten on save).
+ * (and overwritten on save). Version 1 files (keys without the thread count, so a time
+ * taken at 1 thread was reused at 2) are ignored the same way, with a warning that says so.
  */
 #ifndef KILN_BUILD_TIMING_CACHE_H
 #define KILN_BUILD_TIMING_CACHE_H
@@ -20,7 +21,7 @@
 #include "core/status.h"
 #include "core/strbuf.h"
 
-#define BUILD_TIMING_CACHE_VERSION 1
+#define BUILD_TIMING_CACHE_VERSION 2
 
 typedef struct build_timing_entry {
     const char *key; /* "signature\ttactic" */

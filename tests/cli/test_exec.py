@@ -230,7 +230,8 @@ def test_timing_cache_corrupt_is_rebuilt(conv, tmp_path):
     p = run("exec", f"--onnx={conv}", f"--timingCacheFile={cache}", "--skipInference", check_rc=0)
     assert "is ignored because it is not valid JSON" in p.stdout
     j = json.loads(cache.read_text())
-    assert j["format"] == "kiln-timing-cache" and j["version"] == 1
+    assert j["format"] == "kiln-timing-cache" and j["version"] == 2
+    assert all("|threads=" in e["key"] for e in j["entries"])
 
 
 # ---- flags ----------------------------------------------------------------------------------

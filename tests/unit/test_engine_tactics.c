@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "build/tactics.h"
 #include "build/timing_cache.h"
@@ -173,11 +174,15 @@ static void test_timing_cache_file(void **state) {
     assert_false(build_timing_cache_get(&c, "Conv|17|k=\"q\"\t|x", "other", &ms));
     build_timing_cache_free(&c);
     /* corrupt, foreign and other-version files: ignored with a warning, cache empty */
-    const char *bad[] = {"{\"format\": \"kiln-timing-cache\", \"version\": 1, \"entries\": [{\"key\": 3}]}",
-                         "{\"format\": \"something-else\", \"version\": 1, \"entries\": []}",
-                         "{\"format\": \"kiln-timing-cache\", \"version\": 99, \"entries\": []}", "\x01\x02garbage"};
-    const char *why[] = {"malformed", "not a kiln timing cache", "another timing-cache format version", "not valid JSON"};
-    for (int i = 0; i < 4; i++) {
+    const char *bad[] = {"{\"format\": \"kiln-timing-cache\", \"version\": 2, \"entries\": [{\"key\": 3}]}",
+                         "{\"format\": \"something-else\", \"version\": 2, \"entries\": []}",
+                         "{\"format\": \"kiln-timing-cache\", \"version\": 99, \"entries\": []}", "\x01\x02garbage",
+                         /* version 1: keys without the thread count, dropped as a whole */
+                         "{\"format\": \"kiln-timing-cache\", \"version\": 1, \"entries\": [{\"key\": \"Conv|17||"
+                         "float32[1]|isa=3\", \"tactic\": \"conv_im2col_gemm\", \"ms\": 0.5}]}"};
+    const char *why[] = {"malformed", "not a kiln timing cache", "another timing-cache format version", "not valid JSON",
+                         "older kiln (format version 1, whose keys lack the CPU thread count"};
+    for (int i = 0; i < 5; i++) {
         FILE *f = fopen(path, "w");
         fputs(bad[i], f);
         fclose(f);
@@ -198,8 +203,60 @@ static void test_timing_cache_file(void **state) {
     sb_free(&w);
 }
 
+/* The cache key carries the timing thread count: a time taken at 1 thread must not be
+ * reused for a 2-thread build (issue 4), and 0 means the online CPU count. */
+static void test_timing_cache_key_threads(void **state) {
+    (void)state;
+    conv_case c;
+    make_conv(&c, 16, 32, 3, 1, 1);
+    uint64_t f = CPU_FEATURE_AVX2 | CPU_FEATURE_FMA;
+    char *k1 = build_tactic_key_threads(&c.q, f, 1), *k2 = build_tactic_key_threads(&c.q, f, 2);
+    char *k0 = build_tactic_key_threads(&c.q, f, 0), *base = build_tactic_key(&c.q, f);
+    assert_non_null(k1);
+    assert_non_null(k2);
+    assert_non_null(k0);
+    assert_non_null(base);
+    assert_string_not_equal(k1, k2);
+    /* the thread count is appended to the old signature, nothing else changes */
+    assert_int_equal(strncmp(k1, base, strlen(base)), 0);
+    assert_string_equal(k1 + strlen(base), "|threads=1");
+    assert_string_equal(k2 + strlen(base), "|threads=2");
+    char want0[32];
+    snprintf(want0, sizeof want0, "|threads=%d", build_tactic_threads_resolve(0));
+    assert_true(build_tactic_threads_resolve(0) >= 1);
+    assert_string_equal(k0 + strlen(base), want0);
+    /* through the cache and its file: the 1-thread time is not found under 2 threads */
+    char path[] = "/tmp/kiln_tck_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    build_timing_cache tc;
+    build_timing_cache_init(&tc);
+    assert_true(build_timing_cache_put(&tc, k1, "conv_winograd_f43", 0.75));
+    kiln_error err = {0};
+    assert_int_equal(build_timing_cache_save(&tc, path, &err), KILN_OK);
+    build_timing_cache_free(&tc);
+    build_timing_cache_init(&tc);
+    strbuf w;
+    sb_init(&w);
+    assert_true(build_timing_cache_load(&tc, path, &w));
+    double ms = 0;
+    assert_true(build_timing_cache_get(&tc, k1, "conv_winograd_f43", &ms));
+    assert_true(ms == 0.75);
+    assert_false(build_timing_cache_get(&tc, k2, "conv_winograd_f43", &ms));
+    build_timing_cache_free(&tc);
+    sb_free(&w);
+    remove(path);
+    free(k0);
+    free(k1);
+    free(k2);
+    free(base);
+    ir_model_free(c.m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timing_cache_key_threads),
         cmocka_unit_test(test_conv_candidates_and_scratch),
         cmocka_unit_test(test_timing_picks_faster_variant),
         cmocka_unit_test(test_timing_cache_file),
