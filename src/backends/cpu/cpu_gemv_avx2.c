@@ -33,14 +33,15 @@ static inline float hsum1(__m256 a) {
 
 /* ---- B is [N, K]: dot products ------------------------------------------------------ */
 
-/* MR rows of A (1 or 2) against NR rows of B (MR*NR <= 8 accumulators). */
-GEMV_INLINE void nk_block(int MR, int NR, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-                          int64_t ldb, float *C, int64_t ldc) {
+/* MR rows of A (1 or 2) against NR rows of B (MR*NR <= 8 accumulators) over k in
+ * [k0, k1): the running sums come from and go back to acc[m * NR + n] */
+GEMV_INLINE void nk_part(int MR, int NR, int64_t k0, int64_t k1, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, __m256 *accp) {
     __m256 acc[2][8];
     for (int m = 0; m < MR; m++)
-        for (int n = 0; n < NR; n++) acc[m][n] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
+        for (int n = 0; n < NR; n++) acc[m][n] = accp[m * NR + n];
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
         __m256 a[2];
         for (int m = 0; m < MR; m++) a[m] = _mm256_loadu_ps(A + m * lda + k);
         for (int n = 0; n < NR; n++) {
@@ -48,8 +49,8 @@ GEMV_INLINE void nk_block(int MR, int NR, int64_t K, float alpha, const float *A
             for (int m = 0; m < MR; m++) acc[m][n] = _mm256_fmadd_ps(a[m], b, acc[m][n]);
         }
     }
-    if (k < K) {
-        __m256i mask = tail_mask(K - k);
+    if (k < k1) {
+        __m256i mask = tail_mask(k1 - k);
         __m256 a[2];
         for (int m = 0; m < MR; m++) a[m] = _mm256_maskload_ps(A + m * lda + k, mask);
         for (int n = 0; n < NR; n++) {
@@ -57,38 +58,58 @@ GEMV_INLINE void nk_block(int MR, int NR, int64_t K, float alpha, const float *A
             for (int m = 0; m < MR; m++) acc[m][n] = _mm256_fmadd_ps(a[m], b, acc[m][n]);
         }
     }
+    for (int m = 0; m < MR; m++)
+        for (int n = 0; n < NR; n++) accp[m * NR + n] = acc[m][n];
+}
+
+GEMV_INLINE void nk_store(int NR, const __m256 *acc, float alpha, float *c) {
     __m128 va = _mm_set1_ps(alpha);
-    for (int m = 0; m < MR; m++) {
-        float *c = C + m * ldc;
-        if (NR == 8) {
-            _mm_storeu_ps(c, _mm_mul_ps(va, hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3])));
-            _mm_storeu_ps(c + 4, _mm_mul_ps(va, hsum4(acc[m][4], acc[m][5], acc[m][6], acc[m][7])));
-        } else if (NR == 4) {
-            _mm_storeu_ps(c, _mm_mul_ps(va, hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3])));
-        } else {
-            for (int n = 0; n < NR; n++) c[n] = alpha * hsum1(acc[m][n]);
-        }
+    if (NR == 8) {
+        _mm_storeu_ps(c, _mm_mul_ps(va, hsum4(acc[0], acc[1], acc[2], acc[3])));
+        _mm_storeu_ps(c + 4, _mm_mul_ps(va, hsum4(acc[4], acc[5], acc[6], acc[7])));
+    } else if (NR == 4) {
+        _mm_storeu_ps(c, _mm_mul_ps(va, hsum4(acc[0], acc[1], acc[2], acc[3])));
+    } else {
+        for (int n = 0; n < NR; n++) c[n] = alpha * hsum1(acc[n]);
     }
+}
+
+#define GEMV_NK_KC 512 /* k-chunk: 4 rows of B and 8 rows of A = 24 KiB, inside L1 */
+
+/* NR rows of B (4 or 1) against all M rows of A in pairs; for M > 2 the k-chunks keep
+ * the B rows in L1 while every pair of A rows passes over them (one pass per pair over
+ * the whole K would re-read them from L2, which capped M = 8 at ~50 GFLOP/s) */
+GEMV_INLINE void nk_rows(int NR, int64_t M, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc) {
+    __m256 acc[CPU_GEMV_MAX_M / 2 + 1][8];
+    int64_t pairs = M / 2;
+    for (int64_t p = 0; p <= pairs; p++)
+        for (int n = 0; n < 8; n++) acc[p][n] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < K; k0 += GEMV_NK_KC) {
+        int64_t k1 = K - k0 < GEMV_NK_KC ? K : k0 + GEMV_NK_KC;
+        for (int64_t p = 0; p < pairs; p++) nk_part(2, NR, k0, k1, A + 2 * p * lda, lda, B, ldb, acc[p]);
+        if (M & 1) nk_part(1, NR, k0, k1, A + 2 * pairs * lda, lda, B, ldb, acc[pairs]);
+    }
+    for (int64_t p = 0; p < pairs; p++) {
+        nk_store(NR, acc[p], alpha, C + 2 * p * ldc);
+        nk_store(NR, acc[p] + NR, alpha, C + (2 * p + 1) * ldc);
+    }
+    if (M & 1) nk_store(NR, acc[pairs], alpha, C + 2 * pairs * ldc);
 }
 
 void cpu_sgemv_nk_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float *C, int64_t ldc) {
-    int64_t m = 0;
-    /* pairs of A rows: B rows are read once per pair (from L1/L2 for the second pair) */
-    for (; m + 2 <= M; m += 2) {
-        int64_t n = n0;
-        for (; n + 4 <= n1; n += 4)
-            nk_block(2, 4, K, alpha, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
-        for (; n < n1; n++) nk_block(2, 1, K, alpha, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
+    int64_t n = n0;
+    if (M == 1) { /* a single row: 8 rows of B per step, streamed once */
+        __m256 acc[8];
+        for (; n + 8 <= n1; n += 8) {
+            for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+            nk_part(1, 8, 0, K, A, lda, B + n * ldb, ldb, acc);
+            nk_store(8, acc, alpha, C + n);
+        }
     }
-    if (m < M) {
-        int64_t n = n0;
-        for (; n + 8 <= n1; n += 8)
-            nk_block(1, 8, K, alpha, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
-        for (; n + 4 <= n1; n += 4)
-            nk_block(1, 4, K, alpha, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
-        for (; n < n1; n++) nk_block(1, 1, K, alpha, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
-    }
+    for (; n + 4 <= n1; n += 4) nk_rows(4, M, K, alpha, A, lda, B + n * ldb, ldb, C + n, ldc);
+    for (; n < n1; n++) nk_rows(1, M, K, alpha, A, lda, B + n * ldb, ldb, C + n, ldc);
 }
 
 /* ---- B is [K, N]: axpy over column blocks ------------------------------------------- */
@@ -113,42 +134,38 @@ GEMV_INLINE void kn_block(int MR, int NV, int64_t k0, int64_t kc, bool first, co
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(C + m * ldc + 8 * v, acc[m][v]);
 }
 
-GEMV_INLINE void kn_rows(int MR, int64_t n0, int64_t n1, int64_t K, float alpha, const float *A, int64_t lda,
+/* k-block [k0, k0+kc) of MR rows of C over columns [n0, n1) */
+GEMV_INLINE void kn_rows(int MR, int64_t n0, int64_t n1, int64_t k0, int64_t kc, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc) {
-    for (int64_t k0 = 0; k0 < K; k0 += GEMV_KC) {
-        int64_t kc = K - k0 < GEMV_KC ? K - k0 : GEMV_KC;
-        bool first = k0 == 0;
-        int64_t j = n0;
-        for (; j + 16 <= n1; j += 16) kn_block(MR, 2, k0, kc, first, A, lda, B + j, ldb, C + j, ldc);
-        for (; j + 8 <= n1; j += 8) kn_block(MR, 1, k0, kc, first, A, lda, B + j, ldb, C + j, ldc);
-        for (; j < n1; j++) /* last < 8 columns */
-            for (int m = 0; m < MR; m++) {
-                float s = first ? 0.f : C[m * ldc + j];
-                for (int64_t k = k0; k < k0 + kc; k++) s += A[m * lda + k] * B[k * ldb + j];
-                C[m * ldc + j] = s;
-            }
-    }
-    if (alpha != 1.f)
-        for (int m = 0; m < MR; m++)
-            for (int64_t j = n0; j < n1; j++) C[m * ldc + j] *= alpha;
+    bool first = k0 == 0;
+    int64_t j = n0;
+    for (; j + 16 <= n1; j += 16) kn_block(MR, 2, k0, kc, first, A, lda, B + j, ldb, C + j, ldc);
+    for (; j + 8 <= n1; j += 8) kn_block(MR, 1, k0, kc, first, A, lda, B + j, ldb, C + j, ldc);
+    for (; j < n1; j++) /* last < 8 columns */
+        for (int m = 0; m < MR; m++) {
+            float s = first ? 0.f : C[m * ldc + j];
+            for (int64_t k = k0; k < k0 + kc; k++) s += A[m * lda + k] * B[k * ldb + j];
+            C[m * ldc + j] = s;
+        }
 }
 
 void cpu_sgemv_kn_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float *C, int64_t ldc) {
-    switch (M) {
-    case 1: kn_rows(1, n0, n1, K, alpha, A, lda, B, ldb, C, ldc); break;
-    case 2: kn_rows(2, n0, n1, K, alpha, A, lda, B, ldb, C, ldc); break;
-    case 3: kn_rows(3, n0, n1, K, alpha, A, lda, B, ldb, C, ldc); break;
-    default: /* 4; larger M in blocks of 4 */
+    /* k-blocks outermost: for M > 4 the second group of rows re-reads the k-block's slab
+     * of B (GEMV_KC rows x this task's columns) from L2 instead of memory */
+    for (int64_t k0 = 0; k0 < K; k0 += GEMV_KC) {
+        int64_t kc = K - k0 < GEMV_KC ? K - k0 : GEMV_KC;
         for (int64_t m = 0; m < M; m += 4) {
             int64_t r = M - m < 4 ? M - m : 4;
             const float *a = A + m * lda;
             float *c = C + m * ldc;
-            if (r == 4) kn_rows(4, n0, n1, K, alpha, a, lda, B, ldb, c, ldc);
-            else if (r == 3) kn_rows(3, n0, n1, K, alpha, a, lda, B, ldb, c, ldc);
-            else if (r == 2) kn_rows(2, n0, n1, K, alpha, a, lda, B, ldb, c, ldc);
-            else kn_rows(1, n0, n1, K, alpha, a, lda, B, ldb, c, ldc);
+            if (r == 4) kn_rows(4, n0, n1, k0, kc, a, lda, B, ldb, c, ldc);
+            else if (r == 3) kn_rows(3, n0, n1, k0, kc, a, lda, B, ldb, c, ldc);
+            else if (r == 2) kn_rows(2, n0, n1, k0, kc, a, lda, B, ldb, c, ldc);
+            else kn_rows(1, n0, n1, k0, kc, a, lda, B, ldb, c, ldc);
         }
-        break;
     }
+    if (alpha != 1.f)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = n0; j < n1; j++) C[m * ldc + j] *= alpha;
 }
