@@ -42,6 +42,10 @@ typedef struct rt_session_options {
      * RT_GPU_TACTICS_ATTR): looked up after those, and every new timing is put here
      * (the builder passes its --timingCacheFile cache). NULL: the engine's only. */
     const rt_tactic_cache *tactic_cache;
+    /* Appended: with fp16, lay half convolutions out channels-last (layout_nhwc.c) as a
+     * session that runs the graph passes does, although this one does not (the engine
+     * builder's GPU session: its graph passes already ran). KILN_NHWC=0/1 still decides. */
+    bool layout_nhwc;
 } rt_session_options;
 
 /* Node attribute of a GPU engine's GEMM/Conv nodes: the tactic timings measured when it

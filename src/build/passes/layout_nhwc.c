@@ -313,9 +313,10 @@ typedef struct be_rules {
 bool build_layout_nhwc_wanted(const char *env, bool run_passes) {
     if (env) return strcmp(env, "0") != 0;
     /* channels-last is the FP16 default since the cuDNN graph-API convolutions (ResNet-50
-     * batch 1 on an H200: 0.47 ms against 0.85 ms NCHW, docs/BENCHMARKS.md); engines keep
-     * NCHW until loading a graph with kiln.nhwc nodes is supported (their types are not
-     * re-inferred on load) */
+     * batch 1 on an H200: 0.47 ms against 0.85 ms NCHW, docs/BENCHMARKS.md). Engine builds
+     * ask for it through rt_session_options.layout_nhwc (their GPU session runs no graph
+     * passes); loading an engine never re-lays it out: the saved graph already holds its
+     * kiln.nhwc nodes, whose types ir/ops/ops_nhwc.c infers again */
     return run_passes;
 }
 
