@@ -55,14 +55,14 @@ void ir_infer_nhwc(ir_ictx *c) {
     bool conv = !strcmp(n->op_type, "Conv");
     bool global = !strncmp(n->op_type, "Global", 6);
     if (n->n_outputs != 1) {
-        diag *d = ir_err(c, "shape-nhwc", "kiln.nhwc %s has %d outputs; the channels-last form has exactly one",
+        diag *d = ir_err(c, "shape-attr-invalid", "kiln.nhwc %s has %d outputs; the channels-last form has exactly one",
                          n->op_type, n->n_outputs);
         ir_hint(c, d, "this node was not made by kiln's layout pass: rebuild the engine");
         return;
     }
     int32_t rank = ir_in_rank(c, 0);
     if (rank >= 0 && rank != 4) {
-        diag *d = ir_err(c, "shape-nhwc", "input X of kiln.nhwc %s has rank %d; the channels-last form is [N, H, W, C]",
+        diag *d = ir_err(c, "shape-rank", "input X of kiln.nhwc %s has rank %d; the channels-last form is [N, H, W, C]",
                          n->op_type, rank);
         ir_fact_input(c, d, 0);
         return;
@@ -100,7 +100,7 @@ void ir_infer_nhwc(ir_ictx *c) {
                 bad = ir_dim_eq(c->m, r->dims[i], t->dims[i]) == IR_DIM_NE;
         }
         if (bad) {
-            diag *d = ir_err(c, "shape-nhwc", "the fused residual (input %d) %s does not match the result %s", res,
+            diag *d = ir_err(c, "shape-broadcast", "the fused residual (input %d) %s does not match the result %s", res,
                              ir_shapestr(c, r), ir_shapestr(c, t));
             ir_fact_input(c, d, res);
             ir_hint(c, d, "the residual is added to the convolution's output element by element: rebuild the engine");
