@@ -5,7 +5,9 @@
  * session re-runs type inference on a loaded graph (the GPU decides per node from value
  * types), inference must know those ops (ir/ops/ops_nhwc.c) and give every value the
  * type the pass gave it. Also: inference of the NHWC forms on their own (shapes, the
- * fused residual, refusals), and the CPU backend refusing kiln.nhwc nodes by name.
+ * fused residual, refusals), and the CPU backend refusing kiln.nhwc nodes by name. Also
+ * what `kiln inspect` shows per node of such an engine (engine_nodes.c): precision,
+ * layout and the chosen GPU tactic.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include "build/passes/passes.h"
 #include "diag/diag.h"
 #include "engine/engine.h"
+#include "engine/engine_nodes.h"
 #include "ir/infer.h"
 #include "ir/symdim.h"
 #include "runtime/session.h"
@@ -270,6 +273,22 @@ static void test_engine_round_trip(void **state) {
         snprintf(names[i][2], 96, "%s>%s", g0->values[g0->nodes[i].inputs[0]].name,
                  g0->values[g0->nodes[i].outputs[0]].name);
     }
+    /* conv1 carries tactic timings as a GPU build leaves them */
+    {
+        ir_node *c1 = (ir_node *)find_node(m->graph, "conv1");
+        ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)c1->n_attrs + 1);
+        memcpy(na, c1->attrs, (size_t)c1->n_attrs * sizeof *na);
+        memset(&na[c1->n_attrs], 0, sizeof *na);
+        static const char text[] = "sA\tcg#0\t0.020\nsA\tcg0e#11\t0.020\nsA\tcg#2\t0.007\nsA\tcg2e#7\t0.007\n"
+                                   "sB\talgo#1\t0.001\n";
+        na[c1->n_attrs].name = RT_GPU_TACTICS_ATTR;
+        na[c1->n_attrs].type = IR_ATTR_STRING;
+        na[c1->n_attrs].s.data = text;
+        na[c1->n_attrs].s.len = sizeof text - 1;
+        na[c1->n_attrs].doc = "";
+        c1->attrs = na;
+        c1->n_attrs++;
+    }
     uint8_t *bytes = NULL;
     size_t size = 0;
     kiln_error e = {0};
@@ -305,6 +324,22 @@ static void test_engine_round_trip(void **state) {
     assert_dims(g, find_node(g, "conv2")->outputs[0], 4, (int64_t[]){1, 4, 4, 16});
     assert_dims(g, ir_graph_find(g, "y"), 2, (int64_t[]){1, 16});
 
+    /* kiln inspect's per-node facts */
+    engine_node_info ni;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        engine_node_describe(p, i, &ni);
+        const ir_node *n = &g->nodes[i];
+        if (!strcmp(n->domain, "kiln.nhwc")) assert_string_equal(ni.layout, "nhwc");
+        else if (!strcmp(n->op_type, "Transpose") || !strcmp(n->op_type, "Flatten")) assert_string_equal(ni.layout, "-");
+        assert_string_equal(ni.precision, "half");
+    }
+    engine_node_describe(p, (int32_t)(find_node(g, "conv1") - g->nodes), &ni);
+    assert_string_equal(ni.tactic, "cg#2 engine 7"); /* the graph-API config runs first */
+    assert_true(ni.tactic_ms > 0.0069 && ni.tactic_ms < 0.0071);
+    engine_node_describe(p, (int32_t)(find_node(g, "pool") - g->nodes), &ni);
+    assert_string_equal(ni.tactic, "-");
+    assert_true(ni.tactic_ms < 0);
+
     /* the CPU has no kiln.nhwc kernels: a session names them instead of running */
     rt_session_options so = rt_session_options_default();
     rt_session *s = NULL;
@@ -316,11 +351,37 @@ static void test_engine_round_trip(void **state) {
     free(bytes);
 }
 
+/* The chosen tactic in kiln_gpu_tactics texts. */
+static void test_gpu_tactic_choice(void **state) {
+    (void)state;
+    char t[96];
+    double ms = -1;
+    /* cuBLASLt only: the fastest; an entry that could not run (1e30) never wins */
+    assert_true(engine_gpu_tactic_choice("s\tlt#0\t0.5\ns\tlt#1\t1e30\ns\tlt#2\t0.25\n", t, sizeof t, &ms));
+    assert_string_equal(t, "lt#2");
+    assert_true(ms == 0.25);
+    /* legacy cuDNN and no trailing newline */
+    assert_true(engine_gpu_tactic_choice("s\talgo#3\t0.125", t, sizeof t, &ms));
+    assert_string_equal(t, "algo#3");
+    /* graph API preferred over a faster legacy timing; engine from the same signature's
+     * check entry, not another signature's */
+    assert_true(engine_gpu_tactic_choice("x\tcg1e#99\t0.1\ns\talgo#0\t0.01\ns\tcg#1\t0.1\ns\tcg1e#5\t0.1\n", t,
+                                         sizeof t, &ms));
+    assert_string_equal(t, "cg#1 engine 5");
+    /* nothing usable: garbage, check entries alone, unknown prefixes, negative times */
+    assert_false(engine_gpu_tactic_choice("", t, sizeof t, &ms));
+    assert_false(engine_gpu_tactic_choice("no tabs here\n\t\t\n", t, sizeof t, &ms));
+    assert_false(engine_gpu_tactic_choice("s\tcg0e#3\t0.1\ns\tfoo#1\t0.1\ns\tlt#0\t-1\ns\tlt#1\tabc\n", t,
+                                          sizeof t, &ms));
+    assert_false(engine_gpu_tactic_choice(NULL, t, sizeof t, &ms));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_infer_nhwc_ops),
         cmocka_unit_test(test_infer_nhwc_refusals),
         cmocka_unit_test(test_engine_round_trip),
+        cmocka_unit_test(test_gpu_tactic_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
