@@ -13,7 +13,8 @@ For each zoo model (tools/make_zoo.py) at batch 1, with ONNX Runtime (CPU) as re
 Then (last, so a slow run cannot hide the checks above; SKIP_FP16_ENGINE=1 skips):
   * FP16 engines, channels-last since branch s2-gpueng (`kiln exec --backend=cuda --fp16`):
     ResNet-50 and MobileNetV2 build with kiln.nhwc nodes in the saved graph, --loadEngine
-    runs them (the load re-infers their types: ir/ops/ops_nhwc.c), outputs of both vs ONNX
+    runs them (the load re-infers their types: ir/ops/ops_nhwc.c), `kiln inspect --json`
+    shows half nhwc convolutions and their tactics, outputs of both vs ONNX
     Runtime within the FP16 tolerance (1e-2), GPU compute time against a KILN_NHWC=0 (NCHW)
     engine (reported, not asserted), and ResNet-50 FP16 build time with a warm
     --timingCacheFile (target < 2 s: reported; "0 timed" asserted).
@@ -112,6 +113,21 @@ def fp16_engine_checks(K, out_dir, name):
     check(nhwc > 0, f"{name}: FP16 engine is channels-last (kiln.nhwc nodes saved)", f"{nhwc} mentions")
     ok, d = close(exported(o1), ref, 1e-2, 1e-2)
     check(ok, f"{name}: FP16 built engine's outputs vs ONNX Runtime", d)
+    r, _ = run_safe([K, "inspect", "--json", eng])
+    try:
+        nodes = json.loads(r.stdout).get("nodes") or [] if r.returncode == 0 else []
+    except ValueError:
+        nodes = []
+    convs = [n for n in nodes if n["op"] == "Conv"]
+    tac = {}
+    for n in convs:
+        k = n["tactic"].split("#")[0]
+        tac[k] = tac.get(k, 0) + 1
+    check(bool(convs) and all(n["precision"] == "half" for n in convs) and
+          any(n["layout"] == "nhwc" for n in convs),
+          f"{name}: inspect shows half channels-last convolutions and their tactics",
+          f"{len(convs)} Conv: layouts {sorted(set(n['layout'] for n in convs))}, tactics by kind {tac}"
+          if convs else (r.stdout + r.stderr)[-600:])
     r, _ = run_safe([K, "exec", f"--loadEngine={eng}", f"--exportOutput={o2}"] + io + fast)
     check(r.returncode == 0, f"{name}: --loadEngine of the channels-last FP16 engine runs",
           f"GPU compute mean {gpu_compute(r.stdout)} ms" if r.returncode == 0 else (r.stdout + r.stderr)[-1200:])
