@@ -12,6 +12,7 @@
 #include "diag/diag.h"
 #include "ir/infer.h"
 #include "runtime/backend.h"
+#include "runtime/weight_share.h"
 
 struct rt_session {
     ir_model *model;
@@ -21,6 +22,7 @@ struct rt_session {
     rt_executor *ex;
     rt_session_options opts;
     rt_tactic_cache tactics; /* device backends: the node attribute, then opts.tactic_cache */
+    rt_weight_share *weights; /* device backends: weights shared with the model's other sessions */
 };
 
 /* ---- device tactic timings (rt_tactic_cache): a GPU engine's node attribute first ---- */
@@ -125,9 +127,13 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
         if (st == KILN_OK) st = fb->create(&fo, &s->fbctx, err);
     }
+    /* one device copy of the weights for every session of this model on this device (the
+     * contexts of an engine): kernels only read them (weight_share.h) */
+    if (st == KILN_OK && be->location != RT_MEM_HOST && !opts->no_weight_share)
+        st = rt_weight_share_acquire(model, be, bo.device, opts->fp16 ? 1u : 0u, &s->weights, err);
     if (st == KILN_OK) {
         rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx,
-                              !opts->no_device_graph};
+                              !opts->no_device_graph, s->weights};
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
     if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))
@@ -147,6 +153,8 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
 void rt_session_free(rt_session *s) {
     if (!s) return;
     rt_executor_free(s->ex);
+    /* the last session of the model frees the shared weights, through its live context */
+    if (s->weights) rt_weight_share_drop(s->weights, s->be, s->bctx);
     if (s->bctx) s->be->destroy(s->bctx);
     if (s->fbctx) rt_backend_cpu()->destroy(s->fbctx);
     free(s);

@@ -42,6 +42,10 @@ typedef struct rt_session_options {
      * RT_GPU_TACTICS_ATTR): looked up after those, and every new timing is put here
      * (the builder passes its --timingCacheFile cache). NULL: the engine's only. */
     const rt_tactic_cache *tactic_cache;
+    /* Appended: device backends share one device copy of the weights between the sessions
+     * of one model on the same backend and device (engine contexts, --infStreams;
+     * runtime/weight_share.h). true: this session uploads its own copy. */
+    bool no_weight_share;
     /* Appended: with fp16, lay half convolutions out channels-last (layout_nhwc.c) as a
      * session that runs the graph passes does, although this one does not (the engine
      * builder's GPU session: its graph passes already ran). KILN_NHWC=0/1 still decides. */

@@ -7,6 +7,8 @@
 # Usage (from the repository root): tests/gpu/run_gpu.sh [NODE_TEST_DIR]
 #   env: SKIP_NOTF32=1 / SKIP_FALLBACK=1 skip those node-test runs; ZOO_TIMEOUT, BENCH_TIMEOUT,
 #   EXEC_TIMEOUT (s); SKIP_NODE=1 / SKIP_ZOO=1 / SKIP_BENCH=1 / SKIP_EXEC=1 skip those parts.
+#   BENCH_COMPILE=1 adds torch.compile rows to the benchmark (bench_cuda.py --compile; each
+#   model's compiles get COMPILE_TIMEOUT s, default 240, and BENCH_TIMEOUT grows by twice that).
 #   The exec part (tests/gpu/exec_gpu.py) checks CUDA graphs on every zoo model (BERT
 #   included), kiln exec --backend=cuda engines (build, save, load, outputs vs ONNX Runtime,
 #   inspect, --noDataTransfers, --infStreams=2) and ResNet-50 build times with a timing cache.
@@ -82,7 +84,13 @@ if [ -z "${SKIP_ZOO:-}" ]; then
 fi
 
 if [ -z "${SKIP_BENCH:-}" ] && [ -z "${SKIP_ZOO:-}" ]; then
-    PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-200} python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo \
+    bench_args=()
+    bench_timeout=${BENCH_TIMEOUT:-300}
+    if [ -n "${BENCH_COMPILE:-}" ]; then
+        bench_args+=(--compile --compile-timeout "${COMPILE_TIMEOUT:-240}")
+        bench_timeout=${BENCH_TIMEOUT:-$(( 300 + 2 * ${COMPILE_TIMEOUT:-240} ))}
+    fi
+    PYTHONUNBUFFERED=1 timeout $bench_timeout python3 bench/bench_cuda.py --kiln $K --zoo /tmp/zoo ${bench_args[@]+"${bench_args[@]}"} \
         >"$OUT/bench.log" 2>&1
-    log "bench rc=$?"; tail -40 "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+    log "bench rc=$?"; tail -60 "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 fi
