@@ -65,10 +65,11 @@ def test_nodes_text_cpu_engine(engine):
     out = run("inspect", engine).stdout
     assert "\nnodes (4)\n" in out
     table = out.split("\nnodes (4)\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert table[0].split() == ["name", "op", "prec", "layout", "tactic"]
-    row = {l.split()[0]: l.split() for l in table[1:]}
-    assert row["/conv"][1:4] == ["Conv", "float", "nchw"]
-    assert row["/flat"][1:4] == ["Flatten", "float", "-"]
+    assert table[0].split() == ["#", "name", "op", "prec", "layout", "tactic"]
+    row = {l.split()[1]: l.split() for l in table[1:]}
+    assert [int(r[0]) for r in row.values()] == [0, 1, 2, 3]  # node index first
+    assert row["/conv"][2:5] == ["Conv", "float", "nchw"]
+    assert row["/flat"][2:5] == ["Flatten", "float", "-"]
 
 
 def test_corrupt_graph_is_reported_not_fatal(engine, tmp_path):
