@@ -179,6 +179,11 @@ static void test_infer_nhwc_ops(void **state) {
     assert_string_equal(c1->domain, "kiln.nhwc");
     assert_dims(g, c1->outputs[0], 4, (int64_t[]){1, 4, 4, 16});
     assert_dims(g, c1->inputs[1], 4, (int64_t[]){16, 3, 3, 8}); /* OHWI */
+    /* each weight has one reader: stored OHWI in place, no unread OIHW copy left over
+     * (an engine would carry it in WEIGHTS) */
+    assert_int_equal(c1->inputs[1], ir_graph_find(g, "W1"));
+    assert_int_equal(g->values[c1->inputs[1]].init->dims[1], 3);
+    assert_int_equal(g->n_initializers, 3);
     assert_dims(g, find_node(g, "pool")->outputs[0], 4, (int64_t[]){1, 3, 3, 16}); /* stride 1 */
     assert_dims(g, find_node(g, "avg")->outputs[0], 4, (int64_t[]){1, 2, 2, 16});
     assert_dims(g, find_node(g, "gap")->outputs[0], 4, (int64_t[]){1, 1, 1, 16});
