@@ -18,8 +18,9 @@ Then (last, so a slow run cannot hide the checks above; SKIP_FP16_ENGINE=1 skips
     Runtime within the FP16 tolerance (1e-2), GPU compute time against a KILN_NHWC=0 (NCHW)
     engine (reported, not asserted), and ResNet-50 FP16 build time with a warm
     --timingCacheFile (target < 2 s: reported; "0 timed" asserted).
-Every command has a timeout and any exception becomes a FAIL line, so these checks cannot
-hang or stop the run.
+Every command has a timeout, shortened to what is left of EXEC_TIMEOUT (run_gpu.sh's limit,
+default 240 s; read from the environment), and any exception becomes a FAIL line, so these
+checks cannot hang or stop the run, and the summary line always prints.
 Prints one line per check and exits non-zero when any failed.
 """
 import argparse
@@ -38,6 +39,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import make_zoo  # noqa: E402
 
 FAILED = []
+# run_gpu.sh kills this script after EXEC_TIMEOUT seconds (default 240): the last checks
+# shorten their command timeouts to what is left, so the summary line always prints
+T0 = time.time()
+BUDGET = float(os.environ.get("EXEC_TIMEOUT") or 240)
+
+
+def time_left():
+    return BUDGET - (time.time() - T0)
 
 
 def check(ok, what, detail=""):
@@ -70,8 +79,12 @@ def close(got, ref, rtol=5e-3, atol=5e-3):
 
 
 def run_safe(cmd, timeout=90, env=None):
-    """run() that never raises: a timeout or a failure to start is returncode -1."""
+    """run() that never raises: a timeout or a failure to start is returncode -1. The
+    timeout shrinks to what is left of the script's budget (minus a margin)."""
     t0 = time.time()
+    timeout = min(timeout, time_left() - 15)
+    if timeout < 5:
+        return subprocess.CompletedProcess(cmd, -1, "", f"not run: {time_left():.0f} s left of EXEC_TIMEOUT={BUDGET:.0f}"), 0.0
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
@@ -247,6 +260,10 @@ def main():
     if not os.environ.get("SKIP_FP16_ENGINE"):
         for name in ("resnet50", "mobilenetv2"):
             if name not in a.models.split(","):
+                continue
+            if time_left() < 45:
+                check(False, f"{name}: FP16 channels-last engine checks",
+                      f"not run: {time_left():.0f} s left of EXEC_TIMEOUT={BUDGET:.0f} (raise EXEC_TIMEOUT)")
                 continue
             try:
                 fp16_engine_checks(K, a.out, name)
