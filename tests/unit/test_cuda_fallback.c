@@ -430,23 +430,46 @@ static void run_chain(rt_executor *ex, int64_t r, int64_t c, float base) {
     rt_value_release(&x);
 }
 
+/* The capturing fake device with the CPU as fallback, and an executor of m over them. */
+typedef struct capture_fixture {
+    void *fctx, *cctx;
+    rt_executor *ex;
+} capture_fixture;
+
+static capture_fixture capture_open(ir_model *m, bool device_graph) {
+    capture_fixture fx = {0};
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fx.fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &fx.cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = fx.cctx;
+    eo.device_graph = device_graph;
+    kiln_status st = rt_executor_create(m, &capture_backend, fx.fctx, &eo, &fx.ex, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    return fx;
+}
+
+/* Frees the executor (if still open), checks every device allocation was freed, and
+ * destroys both backends and the model. */
+static void capture_close(capture_fixture *fx, ir_model *m) {
+    if (fx->ex) rt_executor_free(fx->ex);
+    fake_ctx *fc = fx->fctx;
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fx->fctx);
+    rt_backend_cpu()->destroy(fx->cctx);
+    ir_model_free(m);
+}
+
 static void test_graph_with_shape_nodes(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
-    void *fctx = NULL, *cctx = NULL;
+    capture_fixture fx = capture_open(m, true);
     kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    kiln_status st = rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e);
-    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
-    assert_int_equal(st, KILN_OK);
-    fake_ctx *fc = fctx;
+    rt_executor *ex = fx.ex;
+    fake_ctx *fc = fx.fctx;
     assert_int_equal(rt_executor_n_fallback(ex), 2); /* host_idx moved to the device */
     assert_false(rt_executor_node_on_fallback(ex, m->graph, 0));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 2);
@@ -506,39 +529,22 @@ static void test_graph_with_shape_nodes(void **state) {
     assert_int_equal(fc->launches, 5);
     run_chain(ex, 3, 2, 9.f);
     assert_int_equal(fc->launches, 6);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    capture_close(&fx, m);
 }
 
 /* Without device graphs, host_idx stays on the host (the device's preference). */
 static void test_no_graph_keeps_preference(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, false);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_n_fallback(ex), 3);
     assert_true(rt_executor_node_on_fallback(ex, m->graph, 0));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
     run_chain(ex, 2, 3, 1.f);
     run_chain(ex, 2, 3, 2.f);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
 }
 
 /* A host node that reads values and that the device cannot run (Softmax) keeps graphs
@@ -547,58 +553,30 @@ static void test_no_move_when_graph_impossible(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
     node(m->graph, "Softmax", "sm", "x", NULL, "z");
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, true);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_device_graph_state(ex), -1);
     assert_non_null(strstr(rt_executor_device_graph_why(ex), "'sm' (Softmax)"));
     assert_true(rt_executor_node_on_fallback(ex, m->graph, 0)); /* host_idx stayed */
     assert_int_equal(rt_executor_n_fallback(ex), 4);
     run_chain(ex, 2, 3, 1.f);
     run_chain(ex, 2, 3, 2.f);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
 }
 
 /* A CPU node that reads activation values (Softmax of x) keeps graphs off, and says which. */
 static void test_graph_off_for_value_nodes(void **state) {
     (void)state;
     ir_model *m = build();
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, true);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_device_graph_state(ex), -1);
     assert_non_null(strstr(rt_executor_device_graph_why(ex), "'s1' (Softmax)"));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
     assert_false(rt_executor_node_per_signature(ex, 0));
-    rt_executor_free(ex);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
 }
 
 /* ---- weights shared between executors of one model (runtime/weight_share.h) ---- */

@@ -25,48 +25,11 @@
 
 #include "graph_builder.h"
 
-#define S(...) ((const char *const[]){__VA_ARGS__})
 
 enum { B = 2, SEQ = 6, H = 2, D = 4, HID = H * D };
 
-static void const_t(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims, const void *data,
-                    size_t esz) {
-    int32_t v = ir_graph_value(g, name);
-    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
-    t->name = g->values[v].name;
-    t->dtype = dt;
-    t->rank = rank;
-    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
-    t->count = 1;
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->count *= (uint64_t)dims[i];
-    t->nbytes = t->count * esz;
-    t->data = arena_memdup(&g->model->arena, data, (size_t)t->nbytes);
-    t->where = IR_DATA_OWNED;
-    g->values[v].init = t;
-    g->values[v].flags |= IR_VALUE_INITIALIZER;
-    g->values[v].type.kind = IR_TYPE_TENSOR;
-    g->values[v].type.dtype = dt;
-    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
-    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
-    ni[g->n_initializers++] = v;
-    g->initializers = ni;
-}
 
-static void set_ints(ir_graph *g, ir_node *n, const char *name, const int64_t *v, int count) {
-    ir_attr *a = add_attrs(g, n, 1);
-    a->name = name;
-    a->type = IR_ATTR_INTS;
-    a->n = count;
-    a->ints = ARENA_ARRAY(&g->model->arena, int64_t, count);
-    memcpy(a->ints, v, (size_t)count * sizeof *v);
-}
 
-static void set_int(ir_graph *g, ir_node *n, const char *name, int64_t v) {
-    ir_attr *a = add_attrs(g, n, 1);
-    a->name = name;
-    a->type = IR_ATTR_INT;
-    a->i = v;
-}
 
 /* q, k, v [B, SEQ, HID] float, am [B, SEQ] int64 -> y [B, SEQ, HID]; the mask as
  * tools/make_zoo.py's BERT builds it, the block as torch exports it. */
@@ -76,29 +39,29 @@ static ir_model *bert_block(void) {
     set_io(g, S("q", "k", "v", "am"), 4, S("y"), 1);
     for (int i = 0; i < 3; i++) set_type(g, S("q", "k", "v")[i], KILN_DTYPE_FLOAT, 3, (int64_t[]){B, SEQ, HID}, NULL);
     set_type(g, "am", KILN_DTYPE_INT64, 2, (int64_t[]){B, SEQ}, NULL);
-    const_t(g, "split", KILN_DTYPE_INT64, 1, (int64_t[]){4}, (int64_t[]){0, 0, H, D}, 8);
-    const_t(g, "merge", KILN_DTYPE_INT64, 1, (int64_t[]){3}, (int64_t[]){0, 0, HID}, 8);
-    const_t(g, "axes12", KILN_DTYPE_INT64, 1, (int64_t[]){2}, (int64_t[]){1, 2}, 8);
+    gb_typed_initializer(g, "split", KILN_DTYPE_INT64, 1, (int64_t[]){4}, (int64_t[]){0, 0, H, D}, 8);
+    gb_typed_initializer(g, "merge", KILN_DTYPE_INT64, 1, (int64_t[]){3}, (int64_t[]){0, 0, HID}, 8);
+    gb_typed_initializer(g, "axes12", KILN_DTYPE_INT64, 1, (int64_t[]){2}, (int64_t[]){1, 2}, 8);
     float c = sqrtf((float)D), one = 1.f, neg = -10000.f;
-    const_t(g, "c", KILN_DTYPE_FLOAT, 0, NULL, &c, 4);
-    const_t(g, "one", KILN_DTYPE_FLOAT, 0, NULL, &one, 4);
-    const_t(g, "neg", KILN_DTYPE_FLOAT, 0, NULL, &neg, 4);
+    gb_typed_initializer(g, "c", KILN_DTYPE_FLOAT, 0, NULL, &c, 4);
+    gb_typed_initializer(g, "one", KILN_DTYPE_FLOAT, 0, NULL, &one, 4);
+    gb_typed_initializer(g, "neg", KILN_DTYPE_FLOAT, 0, NULL, &neg, 4);
     add_node(g, "Unsqueeze", "mask_unsq", S("am", "axes12"), 2, S("m4"), 1);
-    set_int(g, add_node(g, "Cast", "mask_cast", S("m4"), 1, S("mf"), 1), "to", KILN_DTYPE_FLOAT);
+    gb_attr_int(g, add_node(g, "Cast", "mask_cast", S("m4"), 1, S("mf"), 1), "to", KILN_DTYPE_FLOAT);
     add_node(g, "Sub", "mask_sub", S("one", "mf"), 2, S("inv"), 1);
     add_node(g, "Mul", "mask_mul", S("inv", "neg"), 2, S("mask"), 1);
     add_node(g, "Reshape", "rq", S("q", "split"), 2, S("q4r"), 1);
     add_node(g, "Reshape", "rk", S("k", "split"), 2, S("k4r"), 1);
     add_node(g, "Reshape", "rv", S("v", "split"), 2, S("v4r"), 1);
-    set_ints(g, add_node(g, "Transpose", "tq", S("q4r"), 1, S("q4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
-    set_ints(g, add_node(g, "Transpose", "tk", S("k4r"), 1, S("kt"), 1), "perm", (int64_t[]){0, 2, 3, 1}, 4);
-    set_ints(g, add_node(g, "Transpose", "tv", S("v4r"), 1, S("v4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tq", S("q4r"), 1, S("q4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tk", S("k4r"), 1, S("kt"), 1), "perm", (int64_t[]){0, 2, 3, 1}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tv", S("v4r"), 1, S("v4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
     add_node(g, "MatMul", "qk", S("q4", "kt"), 2, S("scores"), 1);
     add_node(g, "Div", "scale", S("scores", "c"), 2, S("scaled"), 1);
     add_node(g, "Add", "addmask", S("scaled", "mask"), 2, S("masked"), 1);
-    set_int(g, add_node(g, "Softmax", "softmax", S("masked"), 1, S("p"), 1), "axis", -1);
+    gb_attr_int(g, add_node(g, "Softmax", "softmax", S("masked"), 1, S("p"), 1), "axis", -1);
     add_node(g, "MatMul", "pv", S("p", "v4"), 2, S("ctx"), 1);
-    set_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
     add_node(g, "Reshape", "merge_r", S("ctxt", "merge"), 2, S("y"), 1);
     diag_list dl;
     diag_list_init(&dl);
