@@ -178,8 +178,8 @@ static void test_timing_cache_file(void **state) {
                          "{\"format\": \"something-else\", \"version\": 2, \"entries\": []}",
                          "{\"format\": \"kiln-timing-cache\", \"version\": 99, \"entries\": []}", "\x01\x02garbage",
                          /* version 1: keys without the thread count, dropped as a whole */
-                         "{\"format\": \"kiln-timing-cache\", \"version\": 1, \"entries\": [{\"key\": \"Conv|17||"
-                         "float32[1]|isa=3\", \"tactic\": \"conv_im2col_gemm\", \"ms\": 0.5}]}"};
+                         ("{\"format\": \"kiln-timing-cache\", \"version\": 1, \"entries\": [{\"key\": \"Conv|17||"
+                          "float32[1]|isa=3\", \"tactic\": \"conv_im2col_gemm\", \"ms\": 0.5}]}")};
     const char *why[] = {"malformed", "not a kiln timing cache", "another timing-cache format version", "not valid JSON",
                          "older kiln (format version 1, whose keys lack the CPU thread count"};
     for (int i = 0; i < 5; i++) {
