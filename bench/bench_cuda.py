@@ -7,28 +7,49 @@ copy of the outputs and the synchronisation (kiln has no device-resident input A
 PyTorch: the same architectures (torchvision resnet50; a BERT-base encoder from
 transformers with 12 layers, hidden 768, 12 heads, FFN 3072, seq 128) with random weights
 (the weights do not change the work), inputs already on the GPU, timed with CUDA events:
-eager, CUDA graphs, and (with --compile) torch.compile. FP32 (no TF32), TF32 and FP16.
-Prints a table with FLOP/s and the fraction of the H200's dense peak (FP32 67 TFLOP/s,
-TF32 495, FP16 990; datasheet numbers, leads only).
+eager and CUDA graphs at batch 1 in FP32 (no TF32), TF32 and FP16; batch 8 (both models)
+and batch 128 (ResNet-50) in FP16, kiln and torch CUDA graph.
+
+--compile adds torch.compile rows (ResNet-50 and BERT at batch 1, FP16 and TF32, modes
+"default" and "reduce-overhead" = with CUDA graphs; "max-autotune-no-cudagraphs" compiles
+too slowly to be worth it here). Each compile runs in its own process with what is left
+of a per-model budget (--compile-timeout seconds, default 240): a compile that overruns is
+killed (its whole process group, inductor's workers too) and the model's remaining compile
+rows are reported as skipped, so a slow compile cannot eat the run.
+
+Every row prints TFLOP/s (multiply-adds x 2 of the GEMMs/convolutions, times the batch)
+and the % of the H200's dense peak for its precision (FP16 989, TF32 494, FP32 67 TFLOP/s;
+datasheet numbers without sparsity), and items/s (images or sequences).
 
 Usage: python3 bench/bench_cuda.py --kiln build/kiln --zoo /tmp/zoo [--compile] [--iters 200]
+       [--compile-timeout 240]
 """
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
-
-import torch
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-import make_zoo  # noqa: E402
 
-PEAK = {"fp32": 67e12, "tf32": 495e12, "fp16": 990e12}
-FLOPS = {  # multiply-adds x 2 of the GEMMs/convolutions at batch 1 (seq 128 for BERT)
+PEAK = {"fp32": 67e12, "tf32": 494e12, "fp16": 989e12}
+FLOPS = {  # multiply-adds x 2 of the GEMMs/convolutions per item (seq 128 for BERT)
     "resnet50": 2 * 4.09e9,
     "bert": 2 * (12 * (128 * 768 * 768 * 4 + 128 * 768 * 3072 * 2 + 2 * 128 * 128 * 768)),
 }
+COMPILE_MODES = ("default", "reduce-overhead")
+
+
+def shapes_for(name, batch):
+    if name == "resnet50":
+        return f"input:{batch}x3x224x224"
+    return f"input_ids:{batch}x128,attention_mask:{batch}x128"
+
+
+def tflops(name, batch, ms):
+    return FLOPS[name] * batch / (ms * 1e-3) / 1e12
 
 
 def kiln_latency(kiln, model, shapes, extra, iters, env=None):
@@ -45,7 +66,7 @@ def kiln_latency(kiln, model, shapes, extra, iters, env=None):
         print("  kiln:", fb[0][:300])
     for line in r.stdout.splitlines():
         if line.startswith("cuda graph"):
-            print(f"  kiln {' '.join(extra) or '(TF32)'}: {line}")
+            print(f"  kiln {shapes} {' '.join(extra) or '(TF32)'}: {line}")
     if r.returncode:
         print("kiln failed:", " ".join(cmd), r.stdout[-1500:], r.stderr[-1500:])
         return None
@@ -53,6 +74,7 @@ def kiln_latency(kiln, model, shapes, extra, iters, env=None):
 
 
 def time_fn(fn, iters):
+    import torch
     for _ in range(10):
         fn()
     torch.cuda.synchronize()
@@ -69,6 +91,7 @@ def time_fn(fn, iters):
 
 
 def graphed(fn):
+    import torch
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -81,62 +104,171 @@ def graphed(fn):
     return g.replay
 
 
-def torch_models(name, dtype):
+def set_precision(prec):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    return torch.float16 if prec == "fp16" else torch.float32
+
+
+def torch_models(name, dtype, batch=1):
+    import torch
     if name == "resnet50":
         import torchvision
         m = torchvision.models.resnet50().eval().cuda().to(dtype)
-        x = torch.randn(1, 3, 224, 224, device="cuda", dtype=dtype)
+        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=dtype)
         return m, (x,)
     from transformers import BertConfig, BertModel
     cfg = BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
     m = BertModel(cfg, add_pooling_layer=False).eval().cuda().to(dtype)
-    ids = torch.randint(0, 30522, (1, 128), device="cuda")
-    mask = torch.ones(1, 128, dtype=torch.int64, device="cuda")
+    ids = torch.randint(0, 30522, (batch, 128), device="cuda")
+    mask = torch.ones(batch, 128, dtype=torch.int64, device="cuda")
     return m, (ids, mask)
+
+
+def torch_rows(name, batch, precs, iters, eager=True):
+    """(prec, runner, ms) rows of torch eager / CUDA graph for one model and batch."""
+    import torch
+    out = []
+    for prec in precs:
+        dtype = set_precision(prec)
+        m, args = torch_models(name, dtype, batch)
+        with torch.inference_mode():
+            fn = lambda: m(*args)  # noqa: E731
+            if eager:
+                out.append((prec, "torch eager", time_fn(fn, iters)))
+            out.append((prec, "torch CUDA graph", time_fn(graphed(fn), iters)))
+        del m, args
+        torch.cuda.empty_cache()
+    return out
+
+
+# ---- torch.compile, one process per (model, precision, mode) ---------------------------
+
+def compile_child(name, prec, mode, iters):
+    """Runs in the child process: compiles, times, prints one RESULT line."""
+    import torch
+    dtype = set_precision(prec)
+    m, args = torch_models(name, dtype)
+    cm = torch.compile(m) if mode == "default" else torch.compile(m, mode=mode)
+    with torch.inference_mode():
+        t0 = time.time()
+        for _ in range(3):  # compile, and reduce-overhead's recording runs
+            cm(*args)
+        torch.cuda.synchronize()
+        compile_s = time.time() - t0
+        ms = time_fn(lambda: cm(*args), iters)
+    print(f"RESULT ms={ms:.6f} compile_s={compile_s:.1f}", flush=True)
+
+
+def run_with_timeout(cmd, timeout):
+    """Runs cmd in its own process group; (stdout, None) or (partial stdout, reason). On
+    timeout the whole group is killed (torch.compile starts worker processes)."""
+    if timeout <= 0:
+        return "", "skipped: the model's compile budget is spent"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = p.communicate()
+        return out or "", f"timed out after {timeout:.0f} s (killed)"
+    if p.returncode:
+        return out, f"failed (rc={p.returncode})"
+    return out, None
+
+
+def parse_result(out):
+    m = re.search(r"RESULT ms=([0-9.]+) compile_s=([0-9.]+)", out or "")
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def compile_rows(name, iters, budget_s, child_cmd=None):
+    """torch.compile rows of one model within budget_s seconds in all."""
+    rows = []
+    deadline = time.time() + budget_s
+    for prec in ("fp16", "tf32"):
+        for mode in COMPILE_MODES:
+            cmd = child_cmd(name, prec, mode) if child_cmd else [
+                sys.executable, os.path.abspath(__file__), "--compile-child", name, prec, mode, "--iters", str(iters)]
+            out, why = run_with_timeout(cmd, deadline - time.time())
+            res = parse_result(out) if not why else None
+            runner = f"torch.compile {mode}"
+            if res is None:
+                tail = (out or "").strip().splitlines()[-3:]
+                print(f"  {name} {prec} {runner}: {why or 'no result'}" + (f" ({' | '.join(tail)[:400]})" if tail else ""))
+                rows.append((prec, runner, None))
+            else:
+                print(f"  {name} {prec} {runner}: compiled in {res[1]:.1f} s")
+                rows.append((prec, runner, res[0]))
+    return rows
+
+
+# ---- the table --------------------------------------------------------------------------
+
+def format_table(rows):
+    """rows: (model, batch, prec, runner, ms or None). kiln/this: kiln's ms (the graph row
+    of the same model, batch and precision) over this row's."""
+    lines = [f"{'model':9} {'batch':>5} {'prec':5} {'runner':30} {'ms':>8} {'items/s':>9} {'TFLOP/s':>8} "
+             f"{'%peak':>6} {'kiln/this':>9}"]
+    kiln = {(r[0], r[1], r[2]): r[4] for r in rows if r[3].startswith("kiln (") and r[4]}
+    for name, batch, prec, runner, ms in rows:
+        if ms is None:
+            lines.append(f"{name:9} {batch:5d} {prec:5} {runner:30} {'n/a':>8}")
+            continue
+        tf = tflops(name, batch, ms)
+        k = kiln.get((name, batch, prec))
+        ratio = f"{k / ms:9.2f}" if k else "      n/a"
+        lines.append(f"{name:9} {batch:5d} {prec:5} {runner:30} {ms:8.3f} {batch / (ms * 1e-3):9.1f} {tf:8.1f} "
+                     f"{100 * tf * 1e12 / PEAK[prec]:6.1f} {ratio}")
+    return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--kiln")
     ap.add_argument("--zoo", default="/tmp/zoo")
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--compile", action="store_true", help="add torch.compile rows (default, reduce-overhead)")
+    ap.add_argument("--compile-timeout", type=float, default=240,
+                    help="seconds of torch.compile (compiling and timing) per model; overruns are killed")
+    ap.add_argument("--no-batch", action="store_true", help="batch 1 only")
+    ap.add_argument("--compile-child", nargs=3, metavar=("MODEL", "PREC", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.compile_child:
+        compile_child(*a.compile_child, a.iters)
+        return
+    if not a.kiln:
+        ap.error("--kiln is required")
+    import make_zoo
     rows = []
-    for name, shapes in (("resnet50", "input:1x3x224x224"), ("bert", "input_ids:1x128,attention_mask:1x128")):
+    for name in ("resnet50", "bert"):
         path = make_zoo.ensure(a.zoo, name)
+        shapes = shapes_for(name, 1)
         for prec, extra in (("fp32", ["--noTF32"]), ("tf32", []), ("fp16", ["--fp16"])):
-            ms = kiln_latency(a.kiln, path, shapes, extra, a.iters)
-            rows.append((name, prec, "kiln (incl. H2D/D2H)", ms))
-        ms = kiln_latency(a.kiln, path, shapes, ["--noCudaGraph"], a.iters)
-        rows.append((name, "tf32", "kiln no CUDA graph", ms))
+            rows.append((name, 1, prec, "kiln (incl. H2D/D2H)", kiln_latency(a.kiln, path, shapes, extra, a.iters)))
+        rows.append((name, 1, "tf32", "kiln no CUDA graph",
+                     kiln_latency(a.kiln, path, shapes, ["--noCudaGraph"], a.iters)))
         if name == "resnet50":  # FP16 with channels-last convolutions (opt-in, docs/CUDA.md "FP16")
-            ms = kiln_latency(a.kiln, path, shapes, ["--fp16"], a.iters, {"KILN_NHWC": "1"})
-            rows.append((name, "fp16", "kiln KILN_NHWC=1", ms))
-        for prec in ("fp32", "tf32", "fp16"):
-            torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-            torch.backends.cudnn.allow_tf32 = prec == "tf32"
-            dtype = torch.float16 if prec == "fp16" else torch.float32
-            m, args = torch_models(name, dtype)
-            with torch.inference_mode():
-                fn = lambda: m(*args)  # noqa: E731
-                rows.append((name, prec, "torch eager", time_fn(fn, a.iters)))
-                rows.append((name, prec, "torch CUDA graph", time_fn(graphed(fn), a.iters)))
-                if a.compile and prec == "fp16":
-                    cm = torch.compile(m)
-                    rows.append((name, prec, "torch.compile", time_fn(lambda: cm(*args), a.iters)))
-            del m
-            torch.cuda.empty_cache()
-    print(f"\n{'model':9} {'prec':5} {'runner':22} {'ms':>8} {'TFLOP/s':>8} {'%peak':>6} {'kiln/this':>9}")
-    kiln = {(r[0], r[1]): r[3] for r in rows if r[2].startswith("kiln (")}
-    for name, prec, runner, ms in rows:
-        if ms is None:
-            print(f"{name:9} {prec:5} {runner:22} {'n/a':>8}")
-            continue
-        tf = FLOPS[name] / (ms * 1e-3) / 1e12
-        k = kiln.get((name, prec))
-        ratio = f"{k / ms:9.2f}" if k else "      n/a"
-        print(f"{name:9} {prec:5} {runner:22} {ms:8.3f} {tf:8.1f} {100 * tf * 1e12 / PEAK[prec]:6.1f} {ratio}")
+            rows.append((name, 1, "fp16", "kiln KILN_NHWC=1",
+                         kiln_latency(a.kiln, path, shapes, ["--fp16"], a.iters, {"KILN_NHWC": "1"})))
+        rows += [(name, 1, p, r, ms) for p, r, ms in torch_rows(name, 1, ("fp32", "tf32", "fp16"), a.iters)]
+        if not a.no_batch:
+            # batch 8 (both models) and 128 (ResNet-50 throughput), FP16, kiln vs torch's CUDA graph
+            for batch in (8, 128) if name == "resnet50" else (8,):
+                it = a.iters if batch <= 8 else max(20, a.iters // 10)
+                rows.append((name, batch, "fp16", "kiln (incl. H2D/D2H)",
+                             kiln_latency(a.kiln, path, shapes_for(name, batch), ["--fp16"], it)))
+                rows += [(name, batch, p, r, ms) for p, r, ms in torch_rows(name, batch, ("fp16",), it, eager=False)]
+    if a.compile:
+        print(f"\ntorch.compile (per model budget {a.compile_timeout:.0f} s):")
+        for name in ("resnet50", "bert"):
+            rows += [(name, 1, p, r, ms) for p, r, ms in compile_rows(name, a.iters, a.compile_timeout)]
+    print()
+    print(format_table(rows))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@
  *   bmm NAME BATCH M K N                      (A [BATCH, M, K] x B [BATCH, K, N])
  * ACT is none|Relu|Clip6|Gelu (any kiln_activation name); RES and BIAS are 0/1.
  * Output: one line per layer "NAME OP MS GFLOPS MIN_MS" (median, its GFLOP/s, minimum), then
- * "total MS" (sum of medians).
+ * "total MS" (sum of medians). Conv layers with more than one algorithm (Winograd and
+ * implicit GEMM, cpu_conv.h) are timed with each, as the builder's tactic timing would,
+ * and report the faster (by median), followed by "ALGO=MS" (median) per algorithm.
+ * KILN_BENCH_CONV=gemm|winograd|winograd_f23 times only that one.
  * Usage: bench_layers SPEC THREADS REPEATS
  */
 #include <stdio.h>
@@ -20,7 +23,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_winograd.h"
 
 /* KILN_BENCH_CLOCK=thread times with the calling thread's CPU clock: at 1 thread on a
  * machine shared with other jobs it leaves out the time the thread waited for a core
@@ -52,6 +57,66 @@ static ir_attr ints(const char *name, int n, int64_t *v) {
     a.n = n;
     a.ints = v;
     return a;
+}
+
+/* KILN_BENCH_COLD=1: before each run, write a buffer larger than the L3 cache so weights
+ * come from memory, as they do inside a whole network (every layer's weights are used
+ * once per inference, and ResNet-50's 100 MB do not stay cached). */
+static float *cold_buf;
+static void flush_caches(void) {
+    enum { COLD_FLOATS = 16 << 20 }; /* 64 MiB */
+    static volatile float sink;
+    if (!getenv("KILN_BENCH_COLD")) return;
+    if (!cold_buf) { /* written once, then only read: no dirty lines left for the run */
+        cold_buf = malloc(COLD_FLOATS * sizeof(float));
+        if (cold_buf) memset(cold_buf, 0, COLD_FLOATS * sizeof(float));
+    }
+    if (!cold_buf) return;
+    float acc = 0;
+    for (size_t i = 0; i < COLD_FLOATS; i += 16) acc += cold_buf[i];
+    sink = acc;
+}
+
+/* Median time of `reps` runs (after one warm-up) of fn on the node, with its own
+ * per-node state, and the minimum in *min_ms; -1 on failure. */
+static double time_layer(cpu_kernel_fn fn, const ir_node *node, const ir_graph *graph, cpu_threadpool *pool,
+                         const rt_value *const *ins, int32_t n_in, int reps, const char *name, double *min_ms) {
+    kiln_error err = {0};
+    rt_value out[1];
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    cpu_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = node;
+    ctx.graph = graph;
+    ctx.pool = pool;
+    ctx.err = &err;
+    ctx.state = &state;
+    ctx.state_free = &state_free;
+    double times[256];
+    int r_count = reps < 256 ? reps : 256;
+    for (int r = -1; r < r_count; r++) { /* one warm-up run */
+        rt_value_init(&out[0]);
+        flush_caches();
+        double t0 = now_ms();
+        if (fn(&ctx, ins, n_in, out, 1) != KILN_OK) {
+            fprintf(stderr, "%s: %s\n", name, kiln_err_msg(&err));
+            return -1;
+        }
+        double t = now_ms() - t0;
+        if (r >= 0) times[r] = t;
+        rt_value_release(&out[0]);
+    }
+    /* median */
+    for (int i = 1; i < r_count; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+            double tmp = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = tmp;
+        }
+    if (state && state_free) state_free(state);
+    *min_ms = times[0];
+    return times[r_count / 2];
 }
 
 int main(int argc, char **argv) {
@@ -185,44 +250,32 @@ int main(int argc, char **argv) {
         node.outputs = out_ids;
         node.n_inputs = n_in;
         node.inputs = in_ids;
-        void *state = NULL;
-        void (*state_free)(void *) = NULL;
-        cpu_kernel_ctx ctx;
-        memset(&ctx, 0, sizeof ctx);
-        ctx.node = &node;
-        ctx.graph = &graph;
-        ctx.pool = pool;
-        ctx.err = &err;
-        ctx.state = &state;
-        ctx.state_free = &state_free;
         const rt_value *ins[4] = {&in[0], &in[1], n_in > 2 ? &in[2] : NULL, n_in > 3 ? &in[3] : NULL};
-        cpu_kernel_fn fn = cpu_kernel_find("", op, 17);
-        double best = 1e30, times[256];
-        int r_count = reps < 256 ? reps : 256;
-        for (int r = -1; r < r_count; r++) { /* one warm-up run */
-            rt_value_init(&out[0]);
-            double t0 = now_ms();
-            if (fn(&ctx, ins, n_in, out, 1) != KILN_OK) {
-                fprintf(stderr, "%s: %s\n", name, kiln_err_msg(&err));
-                return 1;
-            }
-            double t = now_ms() - t0;
-            if (r >= 0) times[r] = t;
-            if (r >= 0 && t < best) best = t;
-            rt_value_release(&out[0]);
+        cpu_kernel_fn fns[3] = {cpu_kernel_find("", op, 17), NULL, NULL};
+        const char *names[3] = {"default", NULL, NULL};
+        int nf = 1;
+        if (!strcmp(op, "Conv") && cpu_winograd_applies_dims(2, k, s, d, attrs[4].i, in[0].t.dims[1], in[1].t.dims[0])) {
+            const char *only = getenv("KILN_BENCH_CONV");
+            nf = 0;
+            if (!only || !strcmp(only, "gemm")) fns[nf] = cpu_conv_run_gemm, names[nf++] = "gemm";
+            if (!only || !strcmp(only, "winograd")) fns[nf] = cpu_conv_run_winograd, names[nf++] = "winograd";
+            if (!only || !strcmp(only, "winograd_f23")) fns[nf] = cpu_conv_run_winograd_f23, names[nf++] = "f23";
         }
-        /* median */
-        for (int i = 1; i < r_count; i++)
-            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-                double tmp = times[j];
-                times[j] = times[j - 1];
-                times[j - 1] = tmp;
+        double med = 1e30, best = 1e30, meds[3], mins[3];
+        for (int v = 0; v < nf; v++) {
+            meds[v] = time_layer(fns[v], &node, &graph, pool, ins, n_in, reps, name, &mins[v]);
+            if (meds[v] < 0) return 1;
+            if (meds[v] < med) {
+                med = meds[v];
+                best = mins[v];
             }
-        double med = times[r_count / 2];
+        }
         total += med;
         /* the minimum too: on a shared machine it is the steadier A/B figure */
-        printf("%s %s %.4f %.2f %.4f\n", name, op, med, flops / med / 1e6, best);
-        if (state && state_free) state_free(state);
+        printf("%s %s %.4f %.2f %.4f", name, op, med, flops / med / 1e6, best);
+        if (nf > 1 || strcmp(names[0], "default"))
+            for (int v = 0; v < nf; v++) printf(" %s=%.4f", names[v], meds[v]);
+        printf("\n");
         for (int i = 0; i < n_in; i++) rt_value_release(&in[i]);
     }
     printf("total %.4f\n", total);

@@ -1,9 +1,13 @@
 /* engine.c - the public builder / engine / context API (kiln.h) over the internal builder
  * (build/builder.h), engine files (engine/engine.h) and contexts (engine/context.h).
- * Handles carry their last error (SQLite's errmsg); freeing NULL is a no-op. */
+ * Handles carry their last error (SQLite's errmsg); freeing NULL is a no-op. Loading a
+ * cuda engine checks the GPU it records against this one (engine_gpu.h), with the same
+ * messages as kiln exec --loadEngine. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/engine_gpu.h"
 #include "api/model_internal.h"
 #include "backends/cpu/cpu_kernel.h"
 #include "build/builder.h"
@@ -185,12 +189,62 @@ kiln_status kiln_builder_build(kiln_builder *b, const kiln_model *model, kiln_en
     return KILN_OK;
 }
 
+/* ---- the GPU a cuda engine is checked against ---- */
+
+static kiln_status real_gpu_probe(cuda_device_info *info, char *missing, size_t size) {
+#if KILN_HAVE_CUDA
+    kiln_error e = {0};
+    kiln_status st = cuda_info_query(0, info, &e);
+    if (st != KILN_OK) snprintf(missing, size, "this machine has no usable NVIDIA GPU (%s)", kiln_err_msg(&e));
+    kiln_err_clear(&e);
+    return st;
+#else
+    (void)info;
+    snprintf(missing, size, "this kiln %s was built without the CUDA backend (CMake found no CUDA compiler)",
+             KILN_VERSION_STRING);
+    return KILN_ERR_UNSUPPORTED;
+#endif
+}
+
+static kiln_api_gpu_probe_fn gpu_probe = real_gpu_probe;
+
+void kiln_api_set_gpu_probe(kiln_api_gpu_probe_fn probe) { gpu_probe = probe ? probe : real_gpu_probe; }
+
+/* The GPU fields of the read options for a cuda engine: the header (read alone, cheap)
+ * says which backend; only a cuda engine makes the GPU be probed, so loading a CPU engine
+ * never touches CUDA. A file or bytes that do not parse are left to the full read. */
+typedef struct gpu_here {
+    cuda_device_info info;
+    char missing[640];
+} gpu_here;
+
+static void gpu_read_options(const char *path, const uint8_t *data, size_t size, const char *name,
+                             engine_read_options *ro, gpu_here *g) {
+    engine_read_options mo = {.metadata_only = true, .skip_compat = true, .display_name = name};
+    engine_plan *mp = NULL;
+    kiln_error e = {0};
+    kiln_status st = path ? engine_read_file(path, &mo, &mp, &e) : engine_read_mem(data, size, &mo, &mp, &e);
+    bool cuda = st == KILN_OK && mp->header.backend == ENGINE_BACKEND_CUDA;
+    engine_plan_free(mp);
+    kiln_err_clear(&e);
+    if (!cuda) return;
+    memset(g, 0, sizeof *g);
+    if (gpu_probe(&g->info, g->missing, sizeof g->missing) == KILN_OK) {
+        ro->gpu = &g->info;
+    } else {
+        if (!g->missing[0]) snprintf(g->missing, sizeof g->missing, "this machine has no usable NVIDIA GPU");
+        ro->gpu_missing = g->missing;
+    }
+}
+
 kiln_status kiln_engine_load_file(const char *path, kiln_engine **out) {
     kiln_engine *e = calloc(1, sizeof *e);
     if (out) *out = e;
     if (!e) return KILN_ERR_NOMEM;
     if (!path) return kiln_err_set(&e->error, KILN_ERR_INVALID_ARG, "no engine path given");
     engine_read_options ro = {.cpu_features = cpu_features(), .defer_weights_crc = true};
+    gpu_here g;
+    gpu_read_options(path, NULL, 0, path, &ro, &g);
     kiln_status st = engine_read_file(path, &ro, &e->plan, &e->error);
     if (!out) kiln_engine_free(e);
     return st;
@@ -204,6 +258,8 @@ kiln_status kiln_engine_load_bytes(const void *data, size_t size, const char *di
     static const uint8_t empty[1];
     engine_read_options ro = {.cpu_features = cpu_features(), .display_name = display_name ? display_name : "<memory>",
                               .defer_weights_crc = true};
+    gpu_here g;
+    gpu_read_options(NULL, data ? data : empty, data ? size : 0, ro.display_name, &ro, &g);
     kiln_status st = engine_read_mem(data ? data : empty, data ? size : 0, &ro, &e->plan, &e->error);
     if (!out) kiln_engine_free(e);
     return st;

@@ -34,6 +34,17 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* dims for input `name` from "--shapes a:1x3,b:2" into dims; returns the rank or -1 */
+/* Whether an input's name contains "mask" in any case (attention_mask, input_mask). */
+static bool name_says_mask(const char *name) {
+    for (const char *p = name; *p; p++) {
+        const char *w = "mask";
+        size_t i = 0;
+        while (w[i] && p[i] && (p[i] | 0x20) == w[i]) i++;
+        if (!w[i]) return true;
+    }
+    return false;
+}
+
 static int shape_for(const char *shapes, const char *name, int64_t *dims) {
     if (!shapes) return -1;
     size_t nl = strlen(name);
@@ -233,13 +244,17 @@ int cli_run(int argc, char **argv) {
             fprintf(stderr, "kiln run: input '%s': %s\n", v->name, kiln_err_msg(&e));
             goto done;
         }
+        /* Integer inputs named like a mask (attention_mask, ...) get 0/1: a random 0..99
+         * "mask" drives (1 - mask) * -10000 far outside float16's range, which no real
+         * input does. */
+        int64_t imax = name_says_mask(v->name) ? 2 : int_max;
         for (uint64_t k = 0; k < t->count; k++) {
             seed = seed * 1664525u + 1013904223u;
             uint32_t rnd = seed >> 8;
             switch (t->dtype) {
             case KILN_DTYPE_FLOAT: ((float *)t->data)[k] = (float)(rnd & 0xffff) / 32768.f - 1.f; break;
-            case KILN_DTYPE_INT64: ((int64_t *)t->data)[k] = (int64_t)(rnd % (uint64_t)int_max); break;
-            case KILN_DTYPE_INT32: ((int32_t *)t->data)[k] = (int32_t)(rnd % (uint64_t)int_max); break;
+            case KILN_DTYPE_INT64: ((int64_t *)t->data)[k] = (int64_t)(rnd % (uint64_t)imax); break;
+            case KILN_DTYPE_INT32: ((int32_t *)t->data)[k] = (int32_t)(rnd % (uint64_t)imax); break;
             case KILN_DTYPE_BOOL: ((uint8_t *)t->data)[k] = (uint8_t)(rnd & 1); break;
             default:
                 if (k == 0) memset(t->data, 0, t->nbytes);
@@ -276,7 +291,7 @@ int cli_run(int argc, char **argv) {
     for (int i = 0; i < iters; i++) sum += times[i];
     qsort(times, (size_t)iters, sizeof *times, cmp_double);
     printf("%s: %d iterations, %d warm-up, threads %d, backend %s%s\n", path, iters, warm, threads, backend,
-           strcmp(backend, "cuda") ? "" : no_tf32 ? " (FP32)" : " (TF32)");
+           strcmp(backend, "cuda") ? "" : fp16 ? " (FP16)" : no_tf32 ? " (FP32)" : " (TF32)");
     printf("latency: median = %.3f ms, mean = %.3f ms, p90 = %.3f ms, min = %.3f ms\n", times[iters / 2],
            sum / iters, times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1], times[0]);
     if (!strcmp(backend, "cuda")) {

@@ -10,6 +10,7 @@
 #include "build/memplan.h"
 #include "runtime/bufpool.h"
 #include "runtime/executor_internal.h"
+#include "runtime/weight_share.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -316,7 +317,16 @@ static kiln_status upload_consts(rt_executor *ex, rt_graph_plan *p, kiln_error *
             if (id < 0 || !p->is_const[id] || p->dconsts[id].kind != IR_TYPE_UNKNOWN) continue;
             if (ex->be->input_on_host && ex->be->input_on_host(ex->bctx, n, k)) continue;
             if (p->consts[id].kind != IR_TYPE_TENSOR || p->consts[id].t.dtype == KILN_DTYPE_STRING) continue;
-            kiln_status st = rt_exec_dev_from_host(ex, &p->consts[id].t, rt_value_as_tensor(&p->dconsts[id]), err);
+            bool shared = false;
+            kiln_status st = KILN_OK;
+            if (ex->opts.weights) { /* one device copy for every executor of the model */
+                rt_value_init(&p->dconsts[id]);
+                st = rt_weight_share_get(ex->opts.weights, ex->be, ex->bctx, g, id, &p->consts[id].t,
+                                         rt_value_as_tensor(&p->dconsts[id]), &shared, err);
+                if (st != KILN_OK || !shared) rt_value_init(&p->dconsts[id]);
+            }
+            if (st == KILN_OK && !shared)
+                st = rt_exec_dev_from_host(ex, &p->consts[id].t, rt_value_as_tensor(&p->dconsts[id]), err);
             if (st != KILN_OK) return st;
         }
     }

@@ -39,6 +39,10 @@ typedef struct rt_exec_options {
      * only on input shapes and constants; any failure to record turns replay off for the
      * executor and runs normally). */
     bool device_graph;
+    /* Device backends (appended): weights (initializers device nodes read) come from this
+     * share instead of one upload per executor (runtime/weight_share.h); the caller holds
+     * a reference for the executor's lifetime. NULL: this executor uploads its own. */
+    struct rt_weight_share *weights;
 } rt_exec_options;
 
 /* Prepares every node. Fails with KILN_ERR_UNSUPPORTED when some node has no kernel:
@@ -88,7 +92,9 @@ bool rt_executor_node_per_signature(const rt_executor *ex, int32_t i);
  * and returns no outputs (every output value is left empty); it still waits for the
  * graph. Runs that do not replay transfer as usual. On by default. */
 void rt_executor_set_transfers(rt_executor *ex, bool on);
-/* Device executors: bytes of initializers uploaded to the device at creation. */
+/* Device executors: bytes of initializers uploaded to the device at creation (weights
+ * shared with other executors count for the one that uploaded them: summed over the
+ * contexts of an engine, each device copy counts once). */
 uint64_t rt_executor_device_weight_bytes(const rt_executor *ex);
 /* Device executors: times of the last run's phases in ns, measured with backend timer
  * marks when replaying a graph (h2d: inputs to the device, compute: the graph, d2h:

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/executor_internal.h"
+#include "runtime/weight_share.h"
 
 /* Ops whose outputs are not a function of their inputs: never per-signature constants. */
 static bool op_is_random(const ir_node *n) {
@@ -436,7 +437,9 @@ uint64_t rt_executor_device_weight_bytes(const rt_executor *ex) {
     for (int32_t i = 0; ex && i < ex->n_plans; i++) {
         const rt_graph_plan *p = &ex->plans[i];
         for (int32_t v = 0; p->prepared && p->dconsts && v < p->g->n_values; v++)
-            if (p->dconsts[v].kind == IR_TYPE_TENSOR) b += p->dconsts[v].t.nbytes;
+            /* a weight shared with another executor counts where it was uploaded */
+            if (p->dconsts[v].kind == IR_TYPE_TENSOR && !rt_weight_share_borrowed(&p->dconsts[v].t))
+                b += p->dconsts[v].t.nbytes;
     }
     return b;
 }

@@ -12,6 +12,7 @@
 #include "diag/diag.h"
 #include "ir/infer.h"
 #include "runtime/backend.h"
+#include "runtime/weight_share.h"
 
 struct rt_session {
     ir_model *model;
@@ -21,6 +22,7 @@ struct rt_session {
     rt_executor *ex;
     rt_session_options opts;
     rt_tactic_cache tactics; /* device backends: the node attribute, then opts.tactic_cache */
+    rt_weight_share *weights; /* device backends: weights shared with the model's other sessions */
 };
 
 /* ---- device tactic timings (rt_tactic_cache): a GPU engine's node attribute first ---- */
@@ -121,17 +123,21 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
          * the device runs in half, casts at the boundaries (precision_fp16.c) */
         if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
         if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
-        /* half convolutions channels-last (layout_nhwc.c), opt-in with KILN_NHWC=1: it
-         * measured slower than NCHW on ResNet-50 at batch 1 (docs/CUDA.md) */
-        if (st == KILN_OK && opts->fp16 && getenv("KILN_NHWC"))
+        /* half convolutions channels-last (layout_nhwc.c): the default for sessions that
+         * run the graph passes, KILN_NHWC=0/1 forces it (build_layout_nhwc_wanted) */
+        if (st == KILN_OK && opts->fp16 && build_layout_nhwc_wanted(getenv("KILN_NHWC"), opts->run_passes))
             st = build_pass_layout_nhwc_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};
         if (st == KILN_OK) st = fb->create(&fo, &s->fbctx, err);
     }
+    /* one device copy of the weights for every session of this model on this device (the
+     * contexts of an engine): kernels only read them (weight_share.h) */
+    if (st == KILN_OK && be->location != RT_MEM_HOST && !opts->no_weight_share)
+        st = rt_weight_share_acquire(model, be, bo.device, opts->fp16 ? 1u : 0u, &s->weights, err);
     if (st == KILN_OK) {
         rt_exec_options eo = {opts->check_nan, opts->profile, opts->max_live_bytes, opts->record_sizes, fb, s->fbctx,
-                              !opts->no_device_graph};
+                              !opts->no_device_graph, s->weights};
         st = rt_executor_create(model, be, s->bctx, &eo, &s->ex, err);
     }
     if (st == KILN_OK && !opts->quiet_fallback && rt_executor_fallback_report(s->ex))
@@ -151,6 +157,8 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
 void rt_session_free(rt_session *s) {
     if (!s) return;
     rt_executor_free(s->ex);
+    /* the last session of the model frees the shared weights, through its live context */
+    if (s->weights) rt_weight_share_drop(s->weights, s->be, s->bctx);
     if (s->bctx) s->be->destroy(s->bctx);
     if (s->fbctx) rt_backend_cpu()->destroy(s->fbctx);
     free(s);

@@ -42,6 +42,10 @@ typedef struct rt_session_options {
      * RT_GPU_TACTICS_ATTR): looked up after those, and every new timing is put here
      * (the builder passes its --timingCacheFile cache). NULL: the engine's only. */
     const rt_tactic_cache *tactic_cache;
+    /* Appended: device backends share one device copy of the weights between the sessions
+     * of one model on the same backend and device (engine contexts, --infStreams;
+     * runtime/weight_share.h). true: this session uploads its own copy. */
+    bool no_weight_share;
 } rt_session_options;
 
 /* Node attribute of a GPU engine's GEMM/Conv nodes: the tactic timings measured when it

@@ -121,10 +121,17 @@ def main():
         out = r.stdout + r.stderr
         gc = next((l.split("] ", 2)[-1] for l in out.splitlines() if "GPU Compute Time:" in l), "")
         check(r.returncode == 0 and "H2D Latency: not measured" in out, f"{name}: --noDataTransfers", gc)
+        w1 = re.search(r"Device memory: weights ([0-9.]+) MiB", out)
         r, _ = run([K, "exec", f"--loadEngine={eng}", "--infStreams=2"] + io + fast)
         out = r.stdout + r.stderr
         tp = next((l.split("] ", 2)[-1] for l in out.splitlines() if "Throughput" in l), "")
         check(r.returncode == 0 and "Throughput" in out, f"{name}: --infStreams=2", tp)
+        # the two contexts share one device copy of the weights (runtime/weight_share.h)
+        w2 = re.search(r"Device memory: weights ([0-9.]+) MiB", out)
+        mem = next((l.split("] ", 2)[-1] for l in out.splitlines() if "Device memory" in l), "")
+        check(bool(w1 and w2) and abs(float(w1.group(1)) - float(w2.group(1))) < 0.01,
+              f"{name}: --infStreams=2 holds one copy of the weights",
+              f"1 stream {w1.group(1) if w1 else '?'} MiB; {mem}")
 
         if name == "resnet50":
             tc = os.path.join(a.out, "resnet50.timing")

@@ -9,33 +9,7 @@
 #        ATT_NODE=DIR (ONNX Attention node tests, checked --gpu-only in FP32 and FP16),
 #        AB_NHWC=1 (also time FP16 ResNet-50 with KILN_NHWC=1, the channels-last pass)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$OUT/summary.txt"
-prefix_args=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && ls debs/*.deb >/dev/null 2>&1; then
-    mkdir -p /tmp/kiln-prefix
-    for f in debs/*.deb; do dpkg -x "$f" /tmp/kiln-prefix; done
-    lib=/tmp/kiln-prefix/usr/lib/x86_64-linux-gnu
-    prefix_args+=(-DCJSON_LIB="$lib/libcjson.so" "-DCMAKE_C_FLAGS=-I/tmp/kiln-prefix/usr/include")
-    export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
-fi
-if ! ldconfig -p | grep -q 'libcudnn\.so'; then
-    d=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null)
-    if [ -n "$d" ] && [ -f "$d/lib/libcudnn.so.9" ]; then
-        prefix_args+=(-DCUDNN_LIB="$d/lib/libcudnn.so.9" "-DCMAKE_CUDA_FLAGS=-I$d/include")
-        [ -d "$d/include" ] && prefix_args+=("-DCMAKE_C_FLAGS=-I/tmp/kiln-prefix/usr/include -I$d/include")
-        export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
-    fi
-fi
-t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DKILN_TESTS=OFF -DKILN_CUDA=ON -DKILN_WERROR=OFF "${prefix_args[@]}" \
-    >"$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 >>"$OUT/build.log" 2>&1
-rc=$?
-log "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "cuDNN|error" "$OUT/build.log" | head -20 | tee -a "$OUT/summary.txt"
-[ $rc -eq 0 ] || exit 1
-K=$PWD/build-gpu/kiln
+. "$(dirname "$0")/gpu_build.sh"   # OUT, log(), cJSON/cuDNN discovery, build-gpu, K
 NODE=${1:-testdata/node}
 [ -d "$NODE" ] || NODE=../shared/onnx-backend-tests/node
 if [ -z "${NO_NODE:-}" ] && [ -d "$NODE" ]; then

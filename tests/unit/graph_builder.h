@@ -1,6 +1,7 @@
 /* graph_builder.h - a tiny IR graph builder shared by the runtime unit tests
- * (test_executor.c, test_passes.c): a model with opset 17, nodes wired by value name,
- * attributes, graph inputs/outputs and declared types, without going through a file. */
+ * (test_executor.c, test_passes.c, the pass tests): a model with opset 17, nodes wired by
+ * value name, attributes, initializers, graph inputs/outputs and declared types, without
+ * going through a file. */
 #ifndef KILN_TESTS_UNIT_GRAPH_BUILDER_H
 #define KILN_TESTS_UNIT_GRAPH_BUILDER_H
 
@@ -72,6 +73,63 @@ static inline void set_type(ir_graph *g, const char *name, kiln_dtype dt, int ra
             v->type.dims[i].value = dims[i];
         }
     }
+}
+
+#ifndef S
+#define S(...) ((const char *const[]){__VA_ARGS__})
+#endif
+
+/* An initializer named `name` holding a copy of nbytes of data; the value's declared type
+ * is left as it is (tests of passes that must not rely on it). */
+static inline ir_tensor *gb_initializer(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims,
+                                        const void *data, size_t nbytes) {
+    int32_t v = ir_graph_value(g, name);
+    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
+    t->name = g->values[v].name;
+    t->dtype = dt;
+    t->rank = rank;
+    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
+    t->count = 1;
+    for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->count *= (uint64_t)dims[i];
+    t->nbytes = nbytes;
+    t->data = arena_memdup(&g->model->arena, data, nbytes);
+    t->where = IR_DATA_OWNED;
+    g->values[v].init = t;
+    g->values[v].flags |= IR_VALUE_INITIALIZER;
+    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
+    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
+    ni[g->n_initializers++] = v;
+    g->initializers = ni;
+    return t;
+}
+
+/* The same with count x elem_size bytes, and the value typed as a tensor of dt. */
+static inline ir_tensor *gb_typed_initializer(ir_graph *g, const char *name, kiln_dtype dt, int rank,
+                                              const int64_t *dims, const void *data, size_t elem_size) {
+    uint64_t count = 1;
+    for (int i = 0; i < rank; i++) count *= (uint64_t)dims[i];
+    ir_tensor *t = gb_initializer(g, name, dt, rank, dims, data, (size_t)count * elem_size);
+    ir_value *v = &g->values[ir_graph_value(g, name)];
+    v->type.kind = IR_TYPE_TENSOR;
+    v->type.dtype = dt;
+    return t;
+}
+
+/* Gives n one INTS / INT attribute (replacing its attributes). */
+static inline void gb_attr_ints(ir_graph *g, ir_node *n, const char *name, const int64_t *v, int count) {
+    ir_attr *a = add_attrs(g, n, 1);
+    a->name = name;
+    a->type = IR_ATTR_INTS;
+    a->n = count;
+    a->ints = ARENA_ARRAY(&g->model->arena, int64_t, count);
+    memcpy(a->ints, v, (size_t)count * sizeof *v);
+}
+
+static inline void gb_attr_int(ir_graph *g, ir_node *n, const char *name, int64_t v) {
+    ir_attr *a = add_attrs(g, n, 1);
+    a->name = name;
+    a->type = IR_ATTR_INT;
+    a->i = v;
 }
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "runtime/executor.h"
+#include "runtime/weight_share.h"
 
 /* Capture (the capturing backend): work enqueued between capture_begin and capture_end
  * is recorded as ops instead of run, as CUDA stream capture does; copies from or to host
@@ -429,23 +430,46 @@ static void run_chain(rt_executor *ex, int64_t r, int64_t c, float base) {
     rt_value_release(&x);
 }
 
+/* The capturing fake device with the CPU as fallback, and an executor of m over them. */
+typedef struct capture_fixture {
+    void *fctx, *cctx;
+    rt_executor *ex;
+} capture_fixture;
+
+static capture_fixture capture_open(ir_model *m, bool device_graph) {
+    capture_fixture fx = {0};
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(capture_backend.create(&bo, &fx.fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &fx.cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = fx.cctx;
+    eo.device_graph = device_graph;
+    kiln_status st = rt_executor_create(m, &capture_backend, fx.fctx, &eo, &fx.ex, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    return fx;
+}
+
+/* Frees the executor (if still open), checks every device allocation was freed, and
+ * destroys both backends and the model. */
+static void capture_close(capture_fixture *fx, ir_model *m) {
+    if (fx->ex) rt_executor_free(fx->ex);
+    fake_ctx *fc = fx->fctx;
+    assert_int_equal(fc->allocs, fc->frees);
+    capture_backend.destroy(fx->fctx);
+    rt_backend_cpu()->destroy(fx->cctx);
+    ir_model_free(m);
+}
+
 static void test_graph_with_shape_nodes(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
-    void *fctx = NULL, *cctx = NULL;
+    capture_fixture fx = capture_open(m, true);
     kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    kiln_status st = rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e);
-    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
-    assert_int_equal(st, KILN_OK);
-    fake_ctx *fc = fctx;
+    rt_executor *ex = fx.ex;
+    fake_ctx *fc = fx.fctx;
     assert_int_equal(rt_executor_n_fallback(ex), 2); /* host_idx moved to the device */
     assert_false(rt_executor_node_on_fallback(ex, m->graph, 0));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 2);
@@ -505,39 +529,22 @@ static void test_graph_with_shape_nodes(void **state) {
     assert_int_equal(fc->launches, 5);
     run_chain(ex, 3, 2, 9.f);
     assert_int_equal(fc->launches, 6);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    capture_close(&fx, m);
 }
 
 /* Without device graphs, host_idx stays on the host (the device's preference). */
 static void test_no_graph_keeps_preference(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, false);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_n_fallback(ex), 3);
     assert_true(rt_executor_node_on_fallback(ex, m->graph, 0));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
     run_chain(ex, 2, 3, 1.f);
     run_chain(ex, 2, 3, 2.f);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
 }
 
 /* A host node that reads values and that the device cannot run (Softmax) keeps graphs
@@ -546,57 +553,168 @@ static void test_no_move_when_graph_impossible(void **state) {
     (void)state;
     ir_model *m = build_shape_chain();
     node(m->graph, "Softmax", "sm", "x", NULL, "z");
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, true);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_device_graph_state(ex), -1);
     assert_non_null(strstr(rt_executor_device_graph_why(ex), "'sm' (Softmax)"));
     assert_true(rt_executor_node_on_fallback(ex, m->graph, 0)); /* host_idx stayed */
     assert_int_equal(rt_executor_n_fallback(ex), 4);
     run_chain(ex, 2, 3, 1.f);
     run_chain(ex, 2, 3, 2.f);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    rt_executor_free(ex);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
-    ir_model_free(m);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
 }
 
 /* A CPU node that reads activation values (Softmax of x) keeps graphs off, and says which. */
 static void test_graph_off_for_value_nodes(void **state) {
     (void)state;
     ir_model *m = build();
-    void *fctx = NULL, *cctx = NULL;
-    kiln_error e = {0};
-    rt_backend_options bo = {1, 0, false, false, 0};
-    assert_int_equal(capture_backend.create(&bo, &fctx, &e), KILN_OK);
-    assert_int_equal(rt_backend_cpu()->create(&bo, &cctx, &e), KILN_OK);
-    rt_exec_options eo = {0};
-    eo.fallback = rt_backend_cpu();
-    eo.fallback_ctx = cctx;
-    eo.device_graph = true;
-    rt_executor *ex = NULL;
-    assert_int_equal(rt_executor_create(m, &capture_backend, fctx, &eo, &ex, &e), KILN_OK);
+    capture_fixture fx = capture_open(m, true);
+    rt_executor *ex = fx.ex;
     assert_int_equal(rt_executor_device_graph_state(ex), -1);
     assert_non_null(strstr(rt_executor_device_graph_why(ex), "'s1' (Softmax)"));
     assert_int_equal(rt_executor_device_graph_host_nodes(ex), 0);
     assert_false(rt_executor_node_per_signature(ex, 0));
-    rt_executor_free(ex);
-    fake_ctx *fc = fctx;
-    assert_int_equal(fc->launches, 0);
-    assert_int_equal(fc->allocs, fc->frees);
-    capture_backend.destroy(fctx);
-    rt_backend_cpu()->destroy(cctx);
+    assert_int_equal(((fake_ctx *)fx.fctx)->launches, 0);
+    capture_close(&fx, m);
+}
+
+/* ---- weights shared between executors of one model (runtime/weight_share.h) ---- */
+
+/* One executor on its own fake device context with the CPU fallback, weights from ws. */
+typedef struct shared_exec {
+    void *fctx, *cctx;
+    rt_executor *ex;
+} shared_exec;
+
+static void shared_exec_create(shared_exec *se, ir_model *m, rt_weight_share *ws) {
+    kiln_error e = {0};
+    rt_backend_options bo = {1, 0, false, false, 0};
+    assert_int_equal(fake_backend.create(&bo, &se->fctx, &e), KILN_OK);
+    assert_int_equal(rt_backend_cpu()->create(&bo, &se->cctx, &e), KILN_OK);
+    rt_exec_options eo = {0};
+    eo.fallback = rt_backend_cpu();
+    eo.fallback_ctx = se->cctx;
+    eo.weights = ws;
+    kiln_status st = rt_executor_create(m, &fake_backend, se->fctx, &eo, &se->ex, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+}
+
+/* Runs build()'s graph once and checks output c = softmax(x) + w. */
+static void shared_exec_check(shared_exec *se) {
+    float xd[4] = {0.5f, -1.f, 2.f, 0.f}, a[4];
+    rt_value x, outs[2];
+    rt_value_init(&x);
+    kiln_error e = {0};
+    assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(&x), KILN_DTYPE_FLOAT, 1, (int64_t[]){4}, &e), KILN_OK);
+    memcpy(x.t.data, xd, sizeof xd);
+    const rt_value *ins[1] = {&x};
+    kiln_status st = rt_executor_run(se->ex, ins, outs, &e);
+    if (st != KILN_OK) fprintf(stderr, "%s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    softmax_ref(xd, a, 4);
+    for (int i = 0; i < 4; i++) assert_true(fabsf(((float *)outs[1].t.data)[i] - (a[i] + (float)i)) < 1e-6f);
+    rt_value_release(&outs[0]);
+    rt_value_release(&outs[1]);
+    rt_value_release(&x);
+}
+
+static void shared_exec_free(shared_exec *se) {
+    rt_executor_free(se->ex);
+    fake_backend.destroy(se->fctx);
+    rt_backend_cpu()->destroy(se->cctx);
+}
+
+/* Two executors of one model (two engine contexts): the weight is uploaded once, by the
+ * first; the second reads the same device memory; it outlives the first executor and is
+ * freed once, through the context of the last one to let go. */
+static void test_weights_shared_between_executors(void **state) {
+    (void)state;
+    ir_model *m = build();
+    kiln_error e = {0};
+    rt_weight_share *ws = NULL;
+    assert_int_equal(rt_weight_share_create(&ws, &e), KILN_OK);
+    shared_exec a, b;
+    shared_exec_create(&a, m, ws);
+    rt_weight_share_retain(ws);
+    shared_exec_create(&b, m, ws);
+    fake_ctx *fa = a.fctx, *fb = b.fctx;
+    assert_int_equal(fa->h2d, 1); /* the weight */
+    assert_int_equal(fb->h2d, 0); /* nothing: it reads a's copy */
+    /* the device weight bytes count the copy once, for the executor that uploaded it */
+    assert_int_equal((int)rt_executor_device_weight_bytes(a.ex), 16);
+    assert_int_equal((int)rt_executor_device_weight_bytes(b.ex), 0);
+    uint64_t bytes = 0;
+    assert_int_equal(rt_weight_share_count(ws, &bytes), 1);
+    assert_int_equal((int)bytes, 16);
+    shared_exec_check(&a);
+    shared_exec_check(&b);
+    assert_int_equal(fb->h2d, 1); /* the run's input only */
+    /* a goes first: the weight stays (b still reads it; ASan would see a use after free) */
+    rt_executor_free(a.ex);
+    assert_false(rt_weight_share_release(ws, &fake_backend, a.fctx));
+    assert_int_equal(fa->allocs - fa->frees, 1); /* a's upload, now owned by the share */
+    fake_backend.destroy(a.fctx);
+    rt_backend_cpu()->destroy(a.cctx);
+    shared_exec_check(&b);
+    /* b lets go last: the share frees the weight through b's context */
+    rt_executor_free(b.ex);
+    assert_int_equal(fb->allocs, fb->frees);
+    int fb_frees = fb->frees;
+    assert_true(rt_weight_share_release(ws, &fake_backend, b.fctx));
+    assert_int_equal(fb->frees - fb_frees, 1);
+    fake_backend.destroy(b.fctx);
+    rt_backend_cpu()->destroy(b.cctx);
+    ir_model_free(m);
+}
+
+/* A replaced initializer (as the FP16 pass replaces one) is a new entry, never the stale
+ * copy; a session-style registry gives one share per (model, backend, device, flags). */
+static void test_weight_share_keys(void **state) {
+    (void)state;
+    ir_model *m = build();
+    kiln_error e = {0};
+    rt_weight_share *ws = NULL;
+    assert_int_equal(rt_weight_share_create(&ws, &e), KILN_OK);
+    shared_exec a, b;
+    shared_exec_create(&a, m, ws);
+    /* swap w's initializer for another tensor with other values */
+    ir_graph *g = m->graph;
+    int32_t w = ir_graph_find(g, "w");
+    ir_tensor *t2 = ARENA_NEW(&m->arena, ir_tensor);
+    *t2 = *g->values[w].init;
+    float *wd = ARENA_ARRAY(&m->arena, float, 4);
+    for (int i = 0; i < 4; i++) wd[i] = (float)(10 * i);
+    t2->data = wd;
+    const ir_tensor *old = g->values[w].init;
+    g->values[w].init = t2;
+    rt_weight_share_retain(ws);
+    shared_exec_create(&b, m, ws);
+    assert_int_equal(((fake_ctx *)b.fctx)->h2d, 1); /* uploaded its own: the source changed */
+    assert_int_equal(rt_weight_share_count(ws, NULL), 2);
+    g->values[w].init = (ir_tensor *)old;
+    shared_exec_check(&a); /* a still sees 0, 1, 2, 3 */
+    shared_exec_free(&a);
+    assert_false(rt_weight_share_release(ws, &fake_backend, b.fctx));
+    rt_executor_free(b.ex);
+    assert_true(rt_weight_share_release(ws, &fake_backend, b.fctx));
+    fake_backend.destroy(b.fctx);
+    rt_backend_cpu()->destroy(b.cctx);
+
+    /* the registry */
+    rt_weight_share *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    assert_int_equal(rt_weight_share_acquire(m, &fake_backend, 0, 1, &r1, &e), KILN_OK);
+    assert_int_equal(rt_weight_share_acquire(m, &fake_backend, 0, 1, &r2, &e), KILN_OK);
+    assert_ptr_equal(r1, r2);
+    assert_int_equal(rt_weight_share_acquire(m, &fake_backend, 1, 1, &r3, &e), KILN_OK); /* another device */
+    assert_ptr_not_equal(r1, r3);
+    assert_int_equal(rt_weight_share_acquire(m, &fake_backend, 0, 0, &r4, &e), KILN_OK); /* other flags */
+    assert_ptr_not_equal(r1, r4);
+    rt_weight_share_drop(r1, &fake_backend, NULL);
+    rt_weight_share_drop(r2, &fake_backend, NULL); /* empty shares free nothing */
+    rt_weight_share_drop(r3, &fake_backend, NULL);
+    rt_weight_share_drop(r4, &fake_backend, NULL);
     ir_model_free(m);
 }
 
@@ -609,6 +727,8 @@ int main(void) {
         cmocka_unit_test(test_graph_off_for_value_nodes),
         cmocka_unit_test(test_no_graph_keeps_preference),
         cmocka_unit_test(test_no_move_when_graph_impossible),
+        cmocka_unit_test(test_weights_shared_between_executors),
+        cmocka_unit_test(test_weight_share_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

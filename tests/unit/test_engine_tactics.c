@@ -83,6 +83,30 @@ static void test_conv_candidates_and_scratch(void **state) {
     assert_int_equal(n, 1);
     assert_string_equal(cands[0]->name, "conv_depthwise_direct");
     ir_model_free(c.m);
+    /* 3x3 stride 1 with >= 16 channels: two Winograd variants next to the implicit GEMM on
+     * an AVX2+FMA CPU (first = the untimed default), only the GEMM without those features */
+    make_conv(&c, 16, 32, 3, 1, 1);
+    n = build_tactics_for_node(NULL, &c.q, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, cands, 8, &generic, gname);
+    assert_int_equal(n, 3);
+    assert_string_equal(cands[0]->name, "conv_winograd_f43");
+    assert_string_equal(cands[1]->name, "conv_winograd_f23");
+    assert_string_equal(cands[2]->name, "conv_im2col_gemm");
+    assert_non_null(cands[0]->run);
+    assert_non_null(cands[1]->run);
+    assert_non_null(cands[2]->run);
+    /* Winograd scratch: the blocked padded input plus the thread slots' tile buffers */
+    uint64_t s43 = build_tactic_scratch(cands[0], &c.q), s23 = build_tactic_scratch(cands[1], &c.q);
+    assert_true(s43 >= 16ull * 34 * 34 * 4 && s43 < (64ull << 20));
+    assert_true(s23 >= 16ull * 34 * 34 * 4 && s23 < (64ull << 20));
+    n = build_tactics_for_node(NULL, &c.q, CPU_FEATURE_AVX2, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    assert_string_equal(cands[0]->name, "conv_im2col_gemm");
+    ir_model_free(c.m);
+    /* 8 input channels: Winograd does not apply */
+    make_conv(&c, 8, 32, 3, 1, 1);
+    n = build_tactics_for_node(NULL, &c.q, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    ir_model_free(c.m);
 }
 
 static kiln_status run_fast(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {

@@ -22,41 +22,10 @@
 
 #include "graph_builder.h"
 
-#define S(...) ((const char *const[]){__VA_ARGS__})
 
 enum { B = 2, SEQ = 5, H = 2, D = 3, HID = H * D };
 
-static void const_t(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims, const void *data,
-                    size_t esz) {
-    int32_t v = ir_graph_value(g, name);
-    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
-    t->name = g->values[v].name;
-    t->dtype = dt;
-    t->rank = rank;
-    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
-    t->count = 1;
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->count *= (uint64_t)dims[i];
-    t->nbytes = t->count * esz;
-    t->data = arena_memdup(&g->model->arena, data, (size_t)t->nbytes);
-    t->where = IR_DATA_OWNED;
-    g->values[v].init = t;
-    g->values[v].flags |= IR_VALUE_INITIALIZER;
-    g->values[v].type.kind = IR_TYPE_TENSOR;
-    g->values[v].type.dtype = dt;
-    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
-    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
-    ni[g->n_initializers++] = v;
-    g->initializers = ni;
-}
 
-static void set_ints(ir_graph *g, ir_node *n, const char *name, const int64_t *v, int count) {
-    ir_attr *a = add_attrs(g, n, 1);
-    a->name = name;
-    a->type = IR_ATTR_INTS;
-    a->n = count;
-    a->ints = ARENA_ARRAY(&g->model->arena, int64_t, count);
-    memcpy(a->ints, v, (size_t)count * sizeof *v);
-}
 
 /* What to break in the block (0 = the exact exported form). */
 enum variant {
@@ -79,20 +48,20 @@ static ir_model *block(enum variant var) {
     int64_t split[4] = {0, 0, H, D}, split_k[4] = {0, 0, var == V_HEADS_DIFFER ? D : H, var == V_HEADS_DIFFER ? H : D};
     int64_t merge[3] = {0, 0, HID};
     if (var == V_RESHAPE_NOT_COPY) split[0] = 7; /* neither 0 nor the batch */
-    const_t(g, "split", KILN_DTYPE_INT64, 1, (int64_t[]){4}, split, 8);
-    const_t(g, "split_k", KILN_DTYPE_INT64, 1, (int64_t[]){4}, split_k, 8);
-    const_t(g, "merge", KILN_DTYPE_INT64, 1, (int64_t[]){3}, merge, 8);
+    gb_typed_initializer(g, "split", KILN_DTYPE_INT64, 1, (int64_t[]){4}, split, 8);
+    gb_typed_initializer(g, "split_k", KILN_DTYPE_INT64, 1, (int64_t[]){4}, split_k, 8);
+    gb_typed_initializer(g, "merge", KILN_DTYPE_INT64, 1, (int64_t[]){3}, merge, 8);
     float c = sqrtf((float)D), cm = 1.f / sqrtf((float)D);
-    const_t(g, "c", KILN_DTYPE_FLOAT, 0, NULL, var == V_MUL_SCALE ? &cm : &c, 4);
+    gb_typed_initializer(g, "c", KILN_DTYPE_FLOAT, 0, NULL, var == V_MUL_SCALE ? &cm : &c, 4);
     add_node(g, "Reshape", "rq", S("q", "split"), 2, S("q4r"), 1);
     add_node(g, "Reshape", "rk", S("k", "split_k"), 2, S("k4r"), 1);
     add_node(g, "Reshape", "rv", S("v", "split"), 2, S("v4r"), 1);
-    set_ints(g, add_node(g, "Transpose", "tq", S("q4r"), 1, S("q4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
-    set_ints(g, add_node(g, "Transpose", "tk", S("k4r"), 1, S("kt"), 1), "perm",
+    gb_attr_ints(g, add_node(g, "Transpose", "tq", S("q4r"), 1, S("q4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tk", S("k4r"), 1, S("kt"), 1), "perm",
              var == V_BAD_K_PERM ? (int64_t[]){0, 2, 1, 3} : (int64_t[]){0, 2, 3, 1}, 4);
-    set_ints(g, add_node(g, "Transpose", "tv", S("v4r"), 1, S("v4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tv", S("v4r"), 1, S("v4"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
     if (var == V_BAD_K_PERM) /* K^T as [B, H, S, D] x a second transpose would be needed: MatMul fails shape-wise */
-        set_ints(g, add_node(g, "Transpose", "tk2", S("kt"), 1, S("kt2"), 1), "perm", (int64_t[]){0, 1, 3, 2}, 4);
+        gb_attr_ints(g, add_node(g, "Transpose", "tk2", S("kt"), 1, S("kt2"), 1), "perm", (int64_t[]){0, 1, 3, 2}, 4);
     add_node(g, "MatMul", "qk", S("q4", var == V_BAD_K_PERM ? "kt2" : "kt"), 2, S("scores"), 1);
     add_node(g, var == V_MUL_SCALE ? "Mul" : "Div", "scale", S("scores", var == V_SCALE_INPUT ? "c_in" : "c"), 2,
              S("scaled"), 1);
@@ -103,7 +72,7 @@ static ir_model *block(enum variant var) {
     ax->type = IR_ATTR_INT;
     ax->i = var == V_SOFTMAX_AXIS2 ? 2 : -1;
     add_node(g, "MatMul", "pv", S("p", "v4"), 2, S("ctx"), 1);
-    set_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    gb_attr_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
     add_node(g, "Reshape", "merge_r", S("ctxt", "merge"), 2, S("y"), 1);
     diag_list dl;
     diag_list_init(&dl);

@@ -154,6 +154,48 @@ static void test_matmul_errors(void **st) {
     rt_value_release(&out[0]);
 }
 
+/* A float16 MatMul that carries fused marks (the FP16 pass retypes fused GEMMs to half)
+ * must apply them: bias + Relu through the float32 detour, equal to doing it by hand. */
+static void half_tensor(rt_value *v, int32_t rank, const int64_t *dims, float *vals) {
+    rt_value_init(v);
+    rt_tensor *t = rt_value_as_tensor(v);
+    kiln_error err = {0};
+    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT16, rank, dims, &err), KILN_OK);
+    for (uint64_t i = 0; i < t->count; i++) {
+        uint16_t h = kiln_fp32_to_fp16(frand());
+        ((uint16_t *)t->data)[i] = h;
+        vals[i] = kiln_fp16_to_fp32(h);
+    }
+}
+
+static void test_matmul_half_fused_marks(void **st) {
+    (void)st;
+    enum { M = 3, K = 5, N = 4 };
+    float a[M * K], b[K * N], bias[N];
+    rt_value in[3], out[1];
+    half_tensor(&in[0], 2, (int64_t[]){M, K}, a);
+    half_tensor(&in[1], 2, (int64_t[]){K, N}, b);
+    half_tensor(&in[2], 1, (int64_t[]){N}, bias);
+    rt_value_init(&out[0]);
+    ir_attr attrs[2] = {a_int("kiln_bias", 2), a_str("kiln_activation", "Relu")};
+    kiln_error err = {0};
+    assert_int_equal(run_op("MatMul", 13, attrs, 2, in, 3, out, 1, &err), KILN_OK);
+    const rt_tensor *y = &out[0].t;
+    assert_int_equal(y->dtype, KILN_DTYPE_FLOAT16);
+    int negatives = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = bias[j];
+            for (int k = 0; k < K; k++) acc += a[i * K + k] * b[k * N + j];
+            if (acc < 0) negatives++;
+            float want = acc > 0 ? acc : 0, got = kiln_fp16_to_fp32(((const uint16_t *)y->data)[i * N + j]);
+            if (fabsf(got - want) > 2e-3f * (1.f + fabsf(want))) fail_msg("y[%d,%d] = %g, want %g", i, j, got, want);
+        }
+    assert_true(negatives > 0); /* the Relu was exercised */
+    for (int i = 0; i < 3; i++) rt_value_release(&in[i]);
+    rt_value_release(&out[0]);
+}
+
 static void test_gemm_attrs(void **st) {
     (void)st;
     /* every combination of transA/transB and C shapes */
@@ -577,6 +619,7 @@ static int drop_pool(void **st) {
     cmocka_unit_test(test_sgemm_shapes_and_epilogue),       \
         cmocka_unit_test(test_matmul_broadcast),            \
         cmocka_unit_test(test_matmul_errors),               \
+        cmocka_unit_test(test_matmul_half_fused_marks),     \
         cmocka_unit_test(test_gemm_attrs),                  \
         cmocka_unit_test(test_conv_variants),               \
         cmocka_unit_test(test_conv_errors),                 \

@@ -36,30 +36,8 @@ __attribute__((unused)) static rt_session *open_session(ir_model *m, const rt_se
     return s;
 }
 
-#define S(...) ((const char *const[]){__VA_ARGS__})
 
 
-static ir_tensor *const_tensor(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims,
-                               const void *data, size_t nbytes) {
-    int32_t v = ir_graph_value(g, name);
-    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
-    t->name = g->values[v].name;
-    t->dtype = dt;
-    t->rank = rank;
-    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
-    t->count = 1;
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->count *= (uint64_t)dims[i];
-    t->nbytes = nbytes;
-    t->data = arena_memdup(&g->model->arena, data, nbytes);
-    t->where = IR_DATA_OWNED;
-    g->values[v].init = t;
-    g->values[v].flags |= IR_VALUE_INITIALIZER;
-    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
-    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
-    ni[g->n_initializers++] = v;
-    g->initializers = ni;
-    return t;
-}
 
 static ir_node *node_at(ir_graph *g, int i) { return &g->nodes[i]; }
 
@@ -136,12 +114,12 @@ static void test_fold_batchnorm_into_conv(void **state) {
     set_io(g, S("x"), 1, S("y"), 1);
     float w[2 * 1 * 1 * 1] = {2, 3}, b[2] = {1, -1};
     float scale[2] = {1, 2}, beta[2] = {0.5f, 0}, mean[2] = {1, 2}, var[2] = {3, 0};
-    const_tensor(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){2, 1, 1, 1}, w, sizeof w);
-    const_tensor(g, "B", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, b, sizeof b);
-    const_tensor(g, "s", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, scale, sizeof scale);
-    const_tensor(g, "be", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, beta, sizeof beta);
-    const_tensor(g, "mu", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, mean, sizeof mean);
-    const_tensor(g, "var", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, var, sizeof var);
+    gb_initializer(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){2, 1, 1, 1}, w, sizeof w);
+    gb_initializer(g, "B", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, b, sizeof b);
+    gb_initializer(g, "s", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, scale, sizeof scale);
+    gb_initializer(g, "be", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, beta, sizeof beta);
+    gb_initializer(g, "mu", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, mean, sizeof mean);
+    gb_initializer(g, "var", KILN_DTYPE_FLOAT, 1, (int64_t[]){2}, var, sizeof var);
     add_node(g, "Conv", "conv", S("x", "W", "B"), 3, S("c"), 1);
     ir_node *bn = add_node(g, "BatchNormalization", "bn", S("c", "s", "be", "mu", "var"), 5, S("y"), 1);
     ir_attr *a = add_attrs(g, bn, 1);
@@ -172,7 +150,7 @@ static void test_fuse_activation_marks(void **state) {
     ir_graph *g = m->graph;
     set_io(g, S("x"), 1, S("y", "z"), 2);
     float w[1] = {1};
-    const_tensor(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 1, 1, 1}, w, sizeof w);
+    gb_initializer(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 1, 1, 1}, w, sizeof w);
     add_node(g, "Conv", "conv1", S("x", "W"), 2, S("c1"), 1);
     ir_node *lr = add_node(g, "LeakyRelu", "act1", S("c1"), 1, S("y"), 1);
     ir_attr *a = add_attrs(g, lr, 1);

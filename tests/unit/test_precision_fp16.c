@@ -23,29 +23,7 @@
 
 #include "graph_builder.h"
 
-#define S(...) ((const char *const[]){__VA_ARGS__})
 
-static void const_f32(ir_graph *g, const char *name, int rank, const int64_t *dims, const float *data) {
-    int32_t v = ir_graph_value(g, name);
-    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
-    t->name = g->values[v].name;
-    t->dtype = KILN_DTYPE_FLOAT;
-    t->rank = rank;
-    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
-    t->count = 1;
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->count *= (uint64_t)dims[i];
-    t->nbytes = t->count * 4;
-    t->data = arena_memdup(&g->model->arena, data, (size_t)t->nbytes);
-    t->where = IR_DATA_OWNED;
-    g->values[v].init = t;
-    g->values[v].flags |= IR_VALUE_INITIALIZER;
-    g->values[v].type.kind = IR_TYPE_TENSOR;
-    g->values[v].type.dtype = KILN_DTYPE_FLOAT;
-    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
-    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
-    ni[g->n_initializers++] = v;
-    g->initializers = ni;
-}
 
 /* Rules under test: every op half except those named in `user` (a NULL-terminated list);
  * input 1 of Clip is read on the host. */
@@ -113,8 +91,8 @@ static ir_model *mlp(void) {
     for (int i = 0; i < 12; i++) w[i] = 0.1f * (float)(i - 5);
     for (int i = 0; i < 4; i++) b[i] = 0.25f * (float)i - 0.3f;
     b[3] = -1e30f; /* beyond float16: saturates to -65504 (Relu makes both 0) */
-    const_f32(g, "W", 2, (int64_t[]){3, 4}, w);
-    const_f32(g, "B", 1, (int64_t[]){4}, b);
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, w, 4);
+    gb_typed_initializer(g, "B", KILN_DTYPE_FLOAT, 1, (int64_t[]){4}, b, 4);
     add_node(g, "MatMul", "mm", S("x", "W"), 2, S("h"), 1);
     add_node(g, "Add", "add", S("h", "B"), 2, S("a"), 1);
     add_node(g, "Relu", "relu", S("a"), 1, S("r"), 1);
@@ -189,11 +167,11 @@ static void test_shared_and_host_inputs(void **state) {
     set_io(g, S("x", "O"), 2, S("y", "z", "c"), 3);
     set_type(g, "x", KILN_DTYPE_FLOAT, 1, (int64_t[]){4}, NULL);
     float wv[4] = {1, 2, 3, 4}, ov[4] = {0.5f, 0.5f, 0.5f, 0.5f}, lo = 0.f, hi = 2.f;
-    const_f32(g, "W", 1, (int64_t[]){4}, wv);
-    const_f32(g, "O", 1, (int64_t[]){4}, ov);
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT, 1, (int64_t[]){4}, wv, 4);
+    gb_typed_initializer(g, "O", KILN_DTYPE_FLOAT, 1, (int64_t[]){4}, ov, 4);
     g->values[ir_graph_find(g, "O")].flags |= IR_VALUE_GRAPH_INPUT;
-    const_f32(g, "lo", 0, NULL, &lo);
-    const_f32(g, "hi", 0, NULL, &hi);
+    gb_typed_initializer(g, "lo", KILN_DTYPE_FLOAT, 0, NULL, &lo, 4);
+    gb_typed_initializer(g, "hi", KILN_DTYPE_FLOAT, 0, NULL, &hi, 4);
     add_node(g, "Mul", "mul", S("x", "W"), 2, S("p"), 1);      /* half */
     add_node(g, "Sub", "sub", S("x", "W"), 2, S("y"), 1);      /* float32 (refused) */
     add_node(g, "Add", "add", S("p", "O"), 2, S("q"), 1);      /* half, O overridable */
@@ -326,7 +304,7 @@ static void test_layout_nhwc_region(void **state) {
     set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 8, 8, 8}, NULL);
     static float w[8 * 8 * 3 * 3];
     for (int i = 0; i < 576; i++) w[i] = (float)i;
-    const_f32(g, "W", 4, (int64_t[]){8, 8, 3, 3}, w);
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){8, 8, 3, 3}, w, 4);
     ir_node *conv = add_node(g, "Conv", "conv", S("x", "W"), 2, S("c"), 1);
     ir_attr *a = add_attrs(g, conv, 1);
     a->name = "pads";
@@ -387,7 +365,7 @@ static void test_layout_nhwc_region(void **state) {
     g = m->graph;
     set_io(g, S("x"), 1, S("c"), 1);
     set_type(g, "x", KILN_DTYPE_FLOAT, 4, (int64_t[]){1, 3, 8, 8}, NULL);
-    const_f32(g, "W", 4, (int64_t[]){8, 3, 3, 3}, w);
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT, 4, (int64_t[]){8, 3, 3, 3}, w, 4);
     add_node(g, "Conv", "stem", S("x", "W"), 2, S("c"), 1);
     infer(m);
     assert_int_equal(build_pass_layout_nhwc(m, &r, &moved, &e), KILN_OK);

@@ -6,6 +6,15 @@
  *     Y = W * X with no copy at all (most of ResNet-50's and MobileNet's FLOPs);
  *   - depthwise (one input and one output channel per group, 2-D): a direct kernel over
  *     output rows, one channel per task, because as a GEMM it would be M=1 per group;
+ *   - 3x3 stride-1 single-group convs with >= 16 channels: Winograd F(4x4, 3x3) or
+ *     F(2x2, 3x3) (cpu_winograd_avx2.c) when the builder timed one of them fastest on the
+ *     node's shape (tactic "conv_winograd_f43" / "_f23" in the node's kiln_tactic
+ *     attribute, cpu_conv.h); without a timed choice F(4x4, 3x3), or F(2x2, 3x3) for
+ *     fewer than 16 output tiles (conv_winograd_tile);
+ *   - other 2-D convs with constant weights on AVX2: implicit GEMM, B panels packed
+ *     straight from the image (conv_pack_b); when B is large (the stem, 56x56 layers) the
+ *     panels are packed slice by slice inside the GEMM's tasks, never written out whole
+ *     (cpu_sgemm_packed_a_fn_local; 1x1 convs too, through pw_pack_b);
  *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
  *     reused every run: no allocation in steady state), then one GEMM per group.
  * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
@@ -14,10 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 
 typedef struct conv_state {
@@ -29,6 +40,8 @@ typedef struct conv_state {
     int64_t n_packed, packed_M, packed_K;
     const float *packed_src;
     cpu_gemm_scratch scratch;
+    cpu_winograd_weights wg; /* Winograd-transformed weights (wg.u NULL when unused) */
+    cpu_winograd_scratch wg_scratch;
 } conv_state;
 
 static void conv_packed_clear(conv_state *s) {
@@ -44,6 +57,8 @@ static void conv_state_free(void *p) {
         free(s->col);
         conv_packed_clear(s);
         cpu_gemm_scratch_free(&s->scratch);
+        cpu_winograd_weights_free(&s->wg);
+        cpu_winograd_scratch_free(&s->wg_scratch);
     }
     free(s);
 }
@@ -113,8 +128,7 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
             if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
                 const float *src = xc + ih * W + iw0;
                 if (sw == 1) memcpy(d, src, 16 * sizeof(float));
-                else if (sw == 2)
-                    for (int t = 0; t < 16; t++) d[t] = src[2 * t];
+                else if (sw == 2) cpu_conv_gather16_s2(src, d);
                 else
                     for (int t = 0; t < 16; t++) d[t] = src[t * sw];
                 goto next;
@@ -144,6 +158,27 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
                 kh = 0;
                 c++;
             }
+        }
+    }
+}
+
+/* 1x1 stride-1 convs: B is the image itself, [C, H*W]; a panel is 16 positions of kc
+ * channels. */
+typedef struct pw_pack_ctx {
+    const float *x;
+    int64_t n; /* positions (row stride) */
+} pw_pack_ctx;
+
+static void pw_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst) {
+    const pw_pack_ctx *pc = user;
+    int64_t n0 = panel * 16, w = pc->n - n0 < 16 ? pc->n - n0 : 16;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *src = pc->x + (k0 + k) * pc->n + n0;
+        float *d = dst + k * 16;
+        if (w == 16) memcpy(d, src, 16 * sizeof(float));
+        else {
+            memcpy(d, src, (size_t)w * sizeof(float));
+            memset(d + w, 0, (size_t)(16 - w) * sizeof(float));
         }
     }
 }
@@ -195,12 +230,79 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 /* ---- Conv ---------------------------------------------------------------------------- */
 
+enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23 };
+
+static bool attr_is(const ir_attr *a, const char *s) {
+    return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
+}
+
+static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                            int32_t n_out, enum conv_algo algo);
+
 kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                      int32_t n_out) {
+    const ir_attr *t = ir_node_attr(ctx->node, "kiln_tactic");
+    enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD)       ? CONV_WINOGRAD
+                          : attr_is(t, CPU_CONV_TACTIC_WINOGRAD_F23) ? CONV_WINOGRAD_F23
+                          : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
+                                                                     : CONV_AUTO;
+    return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
+}
+
+kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                              int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_GEMM);
+}
+
+kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_WINOGRAD);
+}
+
+kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                      rt_value *outputs, int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_WINOGRAD_F23);
+}
+
+/* Winograd for this call: transforms the weights once (kept in the node's state) and runs.
+ * Returns false (nothing done) when the state cannot be had; errors go to *st. */
+static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                          const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, kiln_status *st) {
+    conv_state *cs = conv_state_get(ctx);
+    if (!cs) {
+        *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+        return true;
+    }
+    if (!cs->wg.u || cs->wg.src != Wt || cs->wg.C != C || cs->wg.M != M || cs->wg.tile != tile) {
+        cpu_winograd_weights_free(&cs->wg);
+        *st = cpu_winograd_pack(tile, Wt, M, C, &cs->wg, ctx->err);
+        if (*st != KILN_OK) return true;
+    }
+    conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, &cs->wg_scratch, ctx->err);
+    return true;
+}
+
+/* The Winograd variant: the forced one, or without a timed choice F(4x4, 3x3) unless the
+ * batch has fewer than 16 of its 4x4 tiles (ResNet's 7x7 layers at batch 1: 4), where
+ * streaming its transformed weights (4x the weights) for so few tiles makes F(2x2, 3x3)
+ * faster, as the builder's timing finds. */
+static int conv_winograd_tile(enum conv_algo algo, const cpu_conv_geom *g, int64_t N) {
+    if (algo == CONV_WINOGRAD_F23) return CPU_WINOGRAD_F23;
+    if (algo == CONV_WINOGRAD) return CPU_WINOGRAD_F43;
+    return N * ((g->out[0] + 3) / 4) * ((g->out[1] + 3) / 4) >= 16 ? CPU_WINOGRAD_F43 : CPU_WINOGRAD_F23;
+}
+
+static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                            int32_t n_out, enum conv_algo algo) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
     if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
-        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_conv); /* float16/float64 via float32 */
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out,
+                                 algo == CONV_WINOGRAD       ? cpu_conv_run_winograd
+                                 : algo == CONV_WINOGRAD_F23 ? cpu_conv_run_winograd_f23
+                                 : algo == CONV_GEMM         ? cpu_conv_run_gemm
+                                                             : cpu_conv); /* float16/float64 via float32 */
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || (b && b->dtype != KILN_DTYPE_FLOAT))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Conv supports float32 only (got %s)",
                                kiln_dtype_name(x->dtype));
@@ -256,6 +358,11 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
         return KILN_OK;
     }
 
+    if (algo != CONV_GEMM && ctx->state && cpu_winograd_applies(&g, group, C, M) && cpu_gemm_packed_supported() &&
+        cpu_input_is_const(ctx, 1) &&
+        conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, &st))
+        return st;
+
     bool pointwise = true;
     for (int32_t i = 0; i < nsp; i++)
         if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
@@ -265,7 +372,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     if (ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1)) {
         cs = conv_state_get(ctx);
         if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
-        if (cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
+        if (!cs->packed || cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
             conv_packed_clear(cs);
             cs->packed = calloc((size_t)group, sizeof *cs->packed);
             if (!cs->packed) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory packing Conv weights");
@@ -310,10 +417,18 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
             if (e.bias) e.bias += gi * Mg;
             if (e.residual) e.residual += (n * M + gi * Mg) * OS;
             e.ld_res = OS;
+            /* large B: packed slice by slice inside the GEMM's tasks (cpu_gemm_packed.h) */
+            bool local = cs && (implicit || pointwise) && cpu_sgemm_local_b_preferred(ctx->pool, Mg, OS, Kdim);
             if (implicit) {
                 conv_pack_ctx pc = {&g, xg};
-                st = cpu_sgemm_packed_a_fn(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], conv_pack_b, &pc,
-                                           Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                st = (local ? cpu_sgemm_packed_a_fn_local : cpu_sgemm_packed_a_fn)(
+                    ctx->pool, Mg, OS, Kdim, &cs->packed[gi], conv_pack_b, &pc, Y + (n * M + gi * Mg) * OS, OS, &e,
+                    &cs->scratch, ctx->err);
+                if (st != KILN_OK) return st;
+            } else if (local) {
+                pw_pack_ctx pc = {B, OS};
+                st = cpu_sgemm_packed_a_fn_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], pw_pack_b, &pc,
+                                                 Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
                 if (st != KILN_OK) return st;
             } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,

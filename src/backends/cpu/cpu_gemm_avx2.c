@@ -30,6 +30,7 @@
  * them; the last k-block applies the epilogue to the tile while it is hot.
  */
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -556,4 +557,97 @@ kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
         PB = pb->data;
     }
     return run_tasks(pool, M, N, K, PA, PB, C, ldc, ep);
+}
+
+/* ---- B packed inside each task (added for Conv; s2-conv) ------------------------------ */
+
+/* cpu_sgemm_packed_a_fn packs all of B before the first tile. When B is large (ResNet's
+ * 56x56 1x1 convs: 256 x 3136 floats = 3.2 MB; the 7x7/2 stem: 147 x 12544 = 7.4 MB) the
+ * packed copy goes out to memory and comes back, costing about as much as the copy
+ * itself. Here one task owns 128 columns (NC_PANELS panels) and all M rows: per k-block it
+ * packs its 128 x kc slice of B into its thread's buffer (at most 160 KiB, stays in L2)
+ * and runs every A panel against it, so B is read once from the source and never written
+ * to memory. Worth it when A (the packed weights, read once per task from L2/L3) is
+ * small next to B and there are enough column blocks to share among the threads. */
+
+typedef struct local_job {
+    int64_t M, N, K, Mpad;
+    const float *pa;
+    cpu_gemm_pack_b_fn pack_b;
+    void *pack_user;
+    float *C;
+    int64_t ldc;
+    const cpu_epilogue *ep;
+    float *bufs;      /* one per slot: NC_PANELS * NR * kc_block(K) floats */
+    int64_t buf_floats, n_tasks;
+    _Atomic int64_t next;
+} local_job;
+
+static void local_task(const local_job *j, int64_t nb, float *buf) {
+    _Alignas(64) float tile[MR * NR];
+    const cpu_epilogue *ep = j->ep;
+    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
+    bool fusable = has_ep && act_in_tile(ep->act.kind);
+    int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
+    if (np1 > Np) np1 = Np;
+    for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
+        int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
+        bool first = k0 == 0, last = k0 + kc >= j->K;
+        for (int64_t np = np0; np < np1; np++) j->pack_b(j->pack_user, np, k0, kc, buf + (np - np0) * NR * kc);
+        const float *abase = j->pa + k0 * j->Mpad;
+        for (int64_t np = np0; np < np1; np++) {
+            const float *b = buf + (np - np0) * NR * kc;
+            int64_t n0 = np * NR;
+            int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+            for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
+                int64_t m0 = mp * MR;
+                int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                if (mr == MR && nr == NR) {
+                    kernel_6x16(kc, abase + mp * MR * kc, b, NULL, j->C, j->ldc, m0, n0, !first, last && fusable,
+                                j->ep);
+                    if (last && has_ep && !fusable) cpu_epilogue_apply(j->ep, j->C, j->ldc, m0, m0 + MR, n0, n0 + NR);
+                } else {
+                    if (nr <= 8) kernel_6x8(kc, abase + mp * MR * kc, b, tile);
+                    else kernel_6x16(kc, abase + mp * MR * kc, b, tile, NULL, 0, 0, 0, false, false, NULL);
+                    store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
+                }
+            }
+        }
+    }
+}
+
+static void local_slots_run(void *user, int64_t s0, int64_t s1) {
+    local_job *j = user;
+    for (int64_t s = s0; s < s1; s++)
+        for (;;) {
+            int64_t t = atomic_fetch_add(&j->next, 1);
+            if (t >= j->n_tasks) break;
+            local_task(j, t, j->bufs + s * j->buf_floats);
+        }
+}
+
+bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K) {
+    int64_t n_blocks = (round_up(N, NR) / NR + NC_PANELS - 1) / NC_PANELS;
+    uint64_t b_bytes = (uint64_t)N * (uint64_t)K * 4, a_bytes = (uint64_t)M * (uint64_t)K * 4;
+    /* enough column blocks for the threads, and a B worth not writing out (> L2) that is
+     * larger than the A each task re-reads */
+    return n_blocks >= 4 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
+}
+
+kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,
+                                        const cpu_gemm_packed *pa, cpu_gemm_pack_b_fn pack_b, void *pack_user,
+                                        float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                                        kiln_error *err) {
+    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
+                            (long long)K);
+    int64_t threads = cpu_threadpool_size(pool);
+    int64_t n_tasks = (round_up(N, NR) / NR + NC_PANELS - 1) / NC_PANELS;
+    int64_t n_slots = threads < n_tasks ? threads : n_tasks;
+    int64_t buf_floats = NC_PANELS * NR * kc_block(K);
+    float *d = scratch_get(scratch, n_slots * buf_floats);
+    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    local_job j = {M, N, K, round_up(M, MR), pa->data, pack_b, pack_user, C, ldc, ep, d, buf_floats, n_tasks, 0};
+    cpu_parallel_for(pool, n_slots, 1, local_slots_run, &j);
+    return KILN_OK;
 }

@@ -65,6 +65,16 @@ kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, in
                                   cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
                                   const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err);
 
+/* As cpu_sgemm_packed_a_fn, but each task (128 columns, all rows) packs its own slice of
+ * B per k-block into an L2-sized buffer instead of the whole B up front (cpu_gemm_avx2.c
+ * says when that pays off; cpu_sgemm_local_b_preferred is that test). pack_b is called
+ * from pool threads, concurrently for different panels. */
+kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,
+                                        const cpu_gemm_packed *pa, cpu_gemm_pack_b_fn pack_b, void *pack_user,
+                                        float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                                        kiln_error *err);
+bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K);
+
 /* Small GEMMs with no constant operand (attention's per-head Q*K^T and P*V, 12 per layer
  * in BERT): C[M,N] = A*B then the epilogue, both operands packed into `scratch` and
  * computed on the calling thread only (callers run several of them in parallel, one per

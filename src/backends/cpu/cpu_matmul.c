@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
@@ -243,6 +244,15 @@ static void mm_batch_run(void *user, int64_t t0, int64_t t1) {
     free(scratch);
 }
 
+/* Whether graph passes folded a bias, residual or activation into this node (the
+ * kiln_* marks of build/passes). Only the float32 path applies them, so nodes of other
+ * float types that carry marks (e.g. retyped to float16 by the FP16 pass) run through a
+ * float32 copy instead of silently dropping the fused work. */
+static bool mm_has_fused_marks(const cpu_kernel_ctx *ctx) {
+    const ir_node *n = ctx->node;
+    return n && (ir_node_attr(n, "kiln_bias") || ir_node_attr(n, "kiln_residual") || ir_node_attr(n, "kiln_activation"));
+}
+
 kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                        int32_t n_out) {
     const rt_tensor *a = cpu_in(inputs, n_in, 0), *b = cpu_in(inputs, n_in, 1);
@@ -250,6 +260,8 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     if (a->dtype != b->dtype || !mm_dtype_ok(a->dtype))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "MatMul of %s and %s is not supported",
                                kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
+    if (a->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(a->dtype) && mm_has_fused_marks(ctx))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_matmul);
     mm_shape s;
     kiln_status st = mm_infer(ctx, a, b, &s);
     if (st != KILN_OK) return st;
@@ -317,6 +329,8 @@ kiln_status cpu_gemm_op(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int3
                                a->rank, b->rank);
     if (a->dtype != b->dtype || (c && c->dtype != a->dtype) || !mm_dtype_ok(a->dtype))
         return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "Gemm of %s is not supported", kiln_dtype_name(a->dtype));
+    if (a->dtype != KILN_DTYPE_FLOAT && cpu_fbuf_dtype_ok(a->dtype) && mm_has_fused_marks(ctx))
+        return cpu_fbuf_call_f32(ctx, inputs, n_in, outputs, n_out, cpu_gemm_op);
     bool ta = ir_node_attr_int(ctx->node, "transA", 0) != 0, tb = ir_node_attr_int(ctx->node, "transB", 0) != 0;
     float alpha = ir_node_attr_float(ctx->node, "alpha", 1.f), beta = ir_node_attr_float(ctx->node, "beta", 1.f);
     int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];

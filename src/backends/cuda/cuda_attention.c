@@ -4,9 +4,10 @@
  * from the exported MatMul/Softmax form of a transformer's attention block.
  *
  * Layouts: 3-D Q [B, S, Hq*D], K [B, L, Hkv*D], V [B, L, Hkv*Dv], Y [B, S, Hq*Dv] with the
- * q_num_heads/kv_num_heads attributes, or 4-D [B, H, S, D]. attn_mask (input 3): a float
- * mask of the inputs' dtype broadcastable to [B, Hq, S, L] (its last dim must be L), added
- * to the scaled scores. is_causal is supported; softcap, bool masks, past key/values and
+ * q_num_heads/kv_num_heads attributes, or 4-D [B, H, S, D]. attn_mask (input 3): a float32
+ * or float16 mask (independently of Q/K/V: with --fp16 the mask stays float32, see
+ * precision_fp16.c) broadcastable to [B, Hq, S, L] (its last dim must be L), added to the
+ * scaled scores. is_causal is supported; softcap, bool masks, past key/values and
  * the extra outputs are not (cuda_ops.c keeps such nodes on the CPU).
  */
 #include <inttypes.h>
@@ -35,8 +36,10 @@ kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call) {
     int32_t r = q->rank;
     if ((r != 3 && r != 4) || k->rank != r || v->rank != r)
         return cuda_node_fail(call, KILN_ERR_SHAPE, "Q, K and V must all be 3-D or all 4-D");
-    if (k->dtype != q->dtype || v->dtype != q->dtype || (mask && mask->dtype != q->dtype))
-        return cuda_node_fail(call, KILN_ERR_SHAPE, "Q, K, V and the mask differ in dtype");
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "Q, K and V differ in dtype");
+    if (mask && mask->dtype != KILN_DTYPE_FLOAT && mask->dtype != KILN_DTYPE_FLOAT16)
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "the mask must be float32 or float16 on the GPU");
     for (int32_t i = 4; i < call->n_in; i++)
         if (call->inputs[i]) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "past key/value inputs on the GPU");
     cuda_att_args a;
@@ -83,6 +86,7 @@ kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call) {
             s *= d;
         }
         a.m_sb = str[0], a.m_sh = str[1], a.m_si = str[2], a.m_sj = str[3];
+        a.mask_half = mask->dtype == KILN_DTYPE_FLOAT16;
     }
     rt_tensor *y;
     kiln_status st = cuda_out(c, &call->outputs[0], q->dtype, r, ydims, &y, call->err);

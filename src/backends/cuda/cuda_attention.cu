@@ -8,8 +8,11 @@
 // Lane j of a warp scores key j of the tile (a dot product over the head dim against a
 // padded K row: no bank conflicts); the probabilities are then broadcast with shuffles
 // and each lane accumulates head dims lane, lane + 32, ... of the output. Storage is float
-// or __half (FP16 activations); all math is float32. Rows whose keys are all masked
-// (-inf) produce zeros, as the CPU kernel does.
+// or __half (FP16 activations); all math is float32. The additive mask has its own storage
+// type (M): with FP16 activations it is normally float32, since the FP16 pass keeps mask
+// arithmetic in float32 ((1 - m) * -10000 overflows half for m outside 0/1; an inf score
+// turns the online softmax into inf - inf = NaN). Rows whose keys are all masked (-inf)
+// produce zeros, as the CPU kernel does.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -35,9 +38,9 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-template <typename T>
+template <typename T, typename M>
 __global__ void __launch_bounds__(kWarps * 32) k_attention(const T *__restrict__ q, const T *__restrict__ k,
-                                                           const T *__restrict__ v, const T *__restrict__ mask,
+                                                           const T *__restrict__ v, const M *__restrict__ mask,
                                                            T *__restrict__ y, cuda_att_args a) {
     extern __shared__ float smem[];
     const int D = (int)a.D, Dv = (int)a.Dv;
@@ -128,11 +131,18 @@ extern "C" int cuda_k_attention(int half, const void *q, const void *k, const vo
     dim3 grid((unsigned)((a->S + kWarps * kRows - 1) / (kWarps * kRows)), (unsigned)(a->B * a->Hq));
     size_t sm = sizeof(float) * (size_t)(kTile * (a->D + 1) + kTile * a->Dv + kWarps * kRows * a->D);
     cudaStream_t s = (cudaStream_t)stream;
-    if (half)
-        k_attention<__half><<<grid, kWarps * 32, sm, s>>>((const __half *)q, (const __half *)k, (const __half *)v,
-                                                           (const __half *)mask, (__half *)y, *a);
+    const int th = kWarps * 32;
+    if (half && a->mask_half)
+        k_attention<__half, __half><<<grid, th, sm, s>>>((const __half *)q, (const __half *)k, (const __half *)v,
+                                                          (const __half *)mask, (__half *)y, *a);
+    else if (half)
+        k_attention<__half, float><<<grid, th, sm, s>>>((const __half *)q, (const __half *)k, (const __half *)v,
+                                                         (const float *)mask, (__half *)y, *a);
+    else if (a->mask_half)
+        k_attention<float, __half><<<grid, th, sm, s>>>((const float *)q, (const float *)k, (const float *)v,
+                                                         (const __half *)mask, (float *)y, *a);
     else
-        k_attention<float><<<grid, kWarps * 32, sm, s>>>((const float *)q, (const float *)k, (const float *)v,
-                                                          (const float *)mask, (float *)y, *a);
+        k_attention<float, float><<<grid, th, sm, s>>>((const float *)q, (const float *)k, (const float *)v,
+                                                        (const float *)mask, (float *)y, *a);
     return (int)cudaGetLastError();
 }

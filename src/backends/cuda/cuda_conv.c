@@ -8,6 +8,12 @@
  * convolutions may use TF32 tensor cores (CUDNN_DEFAULT_MATH) unless no_tf32
  * (CUDNN_FMA_MATH).
  *
+ * Half I/O convolutions (FP16 activations, NCHW or channels-last) first go through
+ * cuDNN's graph API (cuda_conv_graph.c: Hopper's tensor-core engines, the bias/residual/
+ * ReLU epilogue fused, heuristic configs timed, plans cached per node and shape); the
+ * legacy path below is the fallback when no graph config finalizes, for float32, and with
+ * KILN_CUDA_CONV_GRAPH=0.
+ *
  * FP16, two forms. With FP16 activations (build/passes/precision_fp16.c made x, w, the
  * bias and y float16) cuDNN reads and writes half directly with a float convolution type
  * (CUDNN_DATA_HALF tensors, CUDNN_DATA_FLOAT compute, tensor-op math); bias + Relu (+ the
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_conv_graph.h"
 #include "backends/cuda/cuda_internal.h"
 
 typedef struct conv_plan {
@@ -39,6 +46,11 @@ typedef struct conv_plan {
     /* channels-last 1x1 convolutions run as cuBLASLt GEMMs: that GEMM's plan (cuda_gemm.c) */
     void *gemm;
     void (*gemm_free)(void *);
+    /* half convolutions through cuDNN's graph API (cuda_conv_graph.c), made once per shape
+     * (cg_key); NULL after cg_tried when no graph config finalized (legacy API then) */
+    cuda_cg_plan *cg;
+    int64_t cg_key[13];
+    bool cg_tried;
 } conv_plan;
 
 static void conv_clear(conv_plan *p) {
@@ -51,7 +63,14 @@ static void conv_clear(conv_plan *p) {
     cuda_half_cache hc = p->hc;
     void *gemm = p->gemm;
     void (*gemm_free)(void *) = p->gemm_free;
+    cuda_cg_plan *cg = p->cg;
+    int64_t cg_key[13];
+    memcpy(cg_key, p->cg_key, sizeof cg_key);
+    bool cg_tried = p->cg_tried;
     memset(p, 0, sizeof *p);
+    p->cg = cg;
+    memcpy(p->cg_key, cg_key, sizeof cg_key);
+    p->cg_tried = cg_tried;
     p->hc = hc;
     p->gemm = gemm;
     p->gemm_free = gemm_free;
@@ -61,6 +80,7 @@ static void conv_free(void *s) {
     conv_plan *p = s;
     conv_clear(p);
     cuda_half_cache_free(&p->hc);
+    cuda_cg_plan_free(p->cg);
     if (p->gemm && p->gemm_free) p->gemm_free(p->gemm);
     free(p);
 }
@@ -144,15 +164,43 @@ kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call) {
         *call->state = p;
         *call->state_free = conv_free;
     }
-    /* channels-last 1x1, stride 1, no padding, one group: Y[N*H*W, O] = X[N*H*W, C] W[O, C]^T,
-     * a plain GEMM; cuBLASLt's half GEMMs (bias/ReLU epilogue, the residual as C) beat
-     * cuDNN's legacy algorithms there */
-    if (nhwc && KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && group == 1)
-        return cuda_gemm_rows_half(c, call, &p->gemm, &p->gemm_free, x->data, w->data, y->data,
-                                   bias ? bias->data : NULL, res ? res->data : NULL, N * H * W, O, C, act, fa, fb);
     /* key[12]: 0 float32, 1 half operands with float32 I/O, 2 half I/O, 3 half I/O NHWC */
     int64_t key[13] = {N, C, H, W, O, KH, KW, sh * 65536 + sw, ph * 65536 + pw, dh * 65536 + dw, group, c->tf32,
                        nhwc ? 3 : hio ? 2 : c->fp16};
+    bool gemm1x1 = nhwc && KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && group == 1;
+    /* half I/O: cuDNN's graph API first (Hopper's tensor-core engines, the epilogue fused);
+     * KILN_CUDA_CONV_GRAPH=0 turns it off, KILN_CUDA_CONV_1X1_GEMM=1 keeps channels-last
+     * 1x1 convolutions on cuBLASLt (for A/B timing) */
+    const char *cge = getenv("KILN_CUDA_CONV_GRAPH"), *g1 = getenv("KILN_CUDA_CONV_1X1_GEMM");
+    if (hio && !(cge && !strcmp(cge, "0")) && !(gemm1x1 && g1 && !strcmp(g1, "1"))) {
+        cuda_cg_conv cv = {.n = N, .c = C, .h = H, .w = W, .o = O, .ci = CI, .kh = KH, .kw = KW, .oh = one_d ? 1 : OH,
+                           .ow = OW, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .group = group,
+                           .nhwc = nhwc, .half = true, .bias = bias != NULL, .res = res != NULL, .act = act,
+                           .fa = fa, .fb = fb};
+        cuda_cg_ptrs ptrs = {x->data, w->data, bias ? bias->data : NULL, res ? res->data : NULL, y->data};
+        if (!p->cg_tried || memcmp(p->cg_key, key, sizeof key) != 0) {
+            cuda_cg_plan_free(p->cg);
+            p->cg = NULL;
+            memcpy(p->cg_key, key, sizeof key);
+            p->cg_tried = true;
+            st = cuda_cg_plan_make(c, call, &cv, &ptrs, &p->cg);
+            if (st != KILN_OK) return st;
+        }
+        if (p->cg && cuda_cg_ptrs_aligned(&ptrs)) {
+            st = cuda_cg_plan_run(c, call, p->cg, &ptrs);
+            if (st != KILN_OK || cuda_cg_plan_fuse(p->cg) == CUDA_CG_FUSED || (!bias && !res && act < 0)) return st;
+            return cuda_fail(call, cuda_k_bias_act(1, y->data, bias ? bias->data : NULL, res ? res->data : NULL,
+                                                   nhwc ? N * OH * OW : N, O, nhwc ? 1 : OH * OW, act, fa, fb,
+                                                   c->stream),
+                             "bias/residual/activation kernel");
+        }
+    }
+    /* channels-last 1x1, stride 1, no padding, one group: Y[N*H*W, O] = X[N*H*W, C] W[O, C]^T,
+     * a plain GEMM; cuBLASLt's half GEMMs (bias/ReLU epilogue, the residual as C) beat
+     * cuDNN's legacy algorithms there */
+    if (gemm1x1)
+        return cuda_gemm_rows_half(c, call, &p->gemm, &p->gemm_free, x->data, w->data, y->data,
+                                   bias ? bias->data : NULL, res ? res->data : NULL, N * H * W, O, C, act, fa, fb);
     /* FP16: half views of x and w and a half output scratch (freed at the end) */
     const void *xdata = x->data, *wdata = w->data;
     void *ydata = y->data, *sx = NULL, *sy = NULL, *swt = NULL;

@@ -83,13 +83,16 @@ int cuda_k_half_epilogue(const void *yh, float *y, const float *res, const float
 /* Fused attention (ONNX Attention without past/present): per (batch, head, query row)
  * y = softmax(scale * q k^T + mask [+ causal]) v, one pass over the keys with an online
  * softmax (cuda_attention.cu). Strides are in elements (the head dim is contiguous);
- * the mask strides are 0 on broadcast axes. Query head h reads kv head h / (Hq / Hkv). */
+ * the mask strides are 0 on broadcast axes. Query head h reads kv head h / (Hq / Hkv).
+ * The mask may be float32 with float16 q/k/v: the FP16 pass keeps additive masks in float32
+ * (values such as (1 - m) * -10000 overflow float16). */
 typedef struct cuda_att_args {
     int64_t B, Hq, Hkv, S, L, D, Dv;
     int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, y_sb, y_sh, y_ss;
     int64_t m_sb, m_sh, m_si, m_sj;
     float scale;
     int causal;
+    int mask_half; /* the mask's storage: 1 float16, 0 float32 (either, whatever q/k/v are) */
 } cuda_att_args;
 #define CUDA_ATT_MAX_D 128
 int cuda_k_attention(int half, const void *q, const void *k, const void *v, const void *mask, void *y,

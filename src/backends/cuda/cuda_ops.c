@@ -212,6 +212,13 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
     for (int32_t k = 0; k < node->n_inputs; k++) {
         if (node->inputs[k] < 0 || cuda_op_input_on_host(node, k)) continue;
         if (d->run == cuda_run_reduce && k > 0) continue;
+        /* Attention's additive mask: float32 or float16 whatever Q/K/V are (the FP16 pass
+         * keeps masks float32: (1 - m) * -10000 overflows half); bool masks stay on the CPU */
+        if (d->run == cuda_run_attention && k == 3) {
+            if (!is_float(in_dtype_as(g, node, k, false)))
+                return why(whybuf, why_size, "%s: only float32/float16 masks on the GPU", op);
+            continue;
+        }
         if (!is_float(t0) || in_dtype_as(g, node, k, as_half) != t0)
             return why(whybuf, why_size, "%s: the GPU kernels take float32 (or float16) inputs of one dtype", op);
     }

@@ -83,6 +83,11 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
 struct rt_backend;
 kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
                                            kiln_error *err);
+/* Whether a device session with --fp16 runs the channels-last pass: env is KILN_NHWC's
+ * value (NULL when unset): "0" never, any other value always; unset: on for sessions that
+ * run the graph passes (kiln run / verify), off for engine builds and loads, whose saved
+ * graphs keep the standard layout. */
+bool build_layout_nhwc_wanted(const char *env, bool run_passes);
 
 /* FP16 activations (precision_fp16.c) with explicit rules. */
 kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,

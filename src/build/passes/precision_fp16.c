@@ -16,6 +16,14 @@
  *  - a float32 node (or a host-read argument of a half node, rules.input_half false, e.g.
  *    Clip's bounds) reading a value that became float16 reads it through one Cast back to
  *    float32; Shape and Size, which read only dims, read the float16 value directly.
+ *  - additive attention masks stay float32: Attention's attn_mask input is a float32 slot
+ *    whatever the backend says, and a half node whose float results are read only by such
+ *    slots (or by nodes sent back this way; not graph outputs) goes back to float32,
+ *    repeatedly, so the whole mask arithmetic feeding it (BERT's Cast -> Sub(1, m) ->
+ *    Mul(-10000)) stays float32 with no Casts. Masks hold large magnitudes:
+ *    (1 - m) * -10000 is +-inf in half as soon as m is outside 0/1 (kiln run's random
+ *    integer inputs), and an inf score makes the softmax inf - inf = NaN. GEMMs,
+ *    convolutions and Attention itself are never sent back (they are what half is for);
  * Accumulation inside GEMMs, convolutions, reductions, softmax and layer norm stays float32:
  * that is the kernels' business, the graph only says what is stored between nodes.
  * Inserted Casts sit right after the producer of what they convert (or first, for graph
@@ -49,6 +57,70 @@ static bool has_float(const ir_graph *g, const ir_node *n) {
 /* Shape and Size read only a tensor's dims: they take a float16 value as it is. */
 static bool reads_shape_only(const ir_node *n) {
     return !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+/* Input slots that stay float32 in a half node whatever the backend's rules say: the
+ * additive mask of Attention (see the top comment). */
+static bool float_slot(const ir_node *n, int32_t k) {
+    return !n->domain[0] && !strcmp(n->op_type, "Attention") && k == 3;
+}
+
+/* Whether input k of node n is read in half (n runs in half, the slot is not float32). */
+static bool half_slot(const build_fp16_rules *rules, const bool *half, int32_t i, const ir_node *n, int32_t k) {
+    return half[i] && !float_slot(n, k) && (!rules->input_half || rules->input_half(rules->user, n, k));
+}
+
+/* Nodes worth running in half even when their results are read only in float32. */
+static bool half_for_speed(const ir_node *n) {
+    static const char *const ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention"};
+    if (n->domain[0]) return true;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (!strcmp(n->op_type, ops[k])) return true;
+    return false;
+}
+
+/* Sends back to float32 the half nodes whose float results are read only by float32
+ * slots (float_slot) or by nodes sent back before, repeatedly: the whole chain that
+ * computes an attention mask goes back, so it needs no Cast and keeps float32's range.
+ * Readers that see only dims (Shape/Size) do not count; graph outputs (pinned) and
+ * GEMM/conv/attention nodes keep their decision. */
+static kiln_status demote_mask_chains(const ir_graph *g, bool *half, int32_t n0, const pass_uses *u,
+                                      kiln_error *err) {
+    bool *other = calloc((size_t)g->n_values + 1, sizeof *other); /* read by anything else */
+    bool *back = calloc((size_t)n0 + 1, sizeof *back);
+    if (!other || !back) {
+        free(other), free(back);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        memset(other, 0, ((size_t)g->n_values + 1) * sizeof *other);
+        for (int32_t i = 0; i < n0; i++) {
+            const ir_node *n = &g->nodes[i];
+            for (int32_t k = 0; k < n->n_inputs; k++)
+                if (n->inputs[k] >= 0 && n->inputs[k] < g->n_values && !back[i] && !float_slot(n, k) &&
+                    !reads_shape_only(n))
+                    other[n->inputs[k]] = true;
+        }
+        for (int32_t i = n0 - 1; i >= 0; i--) {
+            const ir_node *n = &g->nodes[i];
+            if (!half[i] || half_for_speed(n)) continue;
+            bool float_out = false, demote = true;
+            for (int32_t k = 0; k < n->n_outputs && demote; k++) {
+                int32_t v = n->outputs[k];
+                if (v < 0 || v >= g->n_values || vtype(g, v) != KILN_DTYPE_FLOAT) continue;
+                float_out = true;
+                if (u->pinned[v] || !u->count[v] || other[v]) demote = false;
+            }
+            if (float_out && demote) {
+                half[i] = false;
+                back[i] = true;
+                changed = true;
+            }
+        }
+    }
+    free(other), free(back);
+    return KILN_OK;
 }
 
 typedef struct fp16_ctx {
@@ -226,11 +298,15 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
          * (which also makes a second run of the pass a no-op) */
         bool is_cast = !n->domain[0] && !strcmp(n->op_type, "Cast");
         half[i] = !is_cast && !pass_has_subgraph(n) && has_float(g, n) && rules->node_half(rules->user, model, n);
+    }
+    st = demote_mask_chains(g, half, c.n0, &u, err);
+    if (st != KILN_OK) goto done;
+    for (int32_t i = 0; i < c.n0; i++) {
+        const ir_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_inputs; k++) {
             int32_t v = n->inputs[k];
             if (v < 0 || v >= nv0) continue;
-            bool half_slot = half[i] && (!rules->input_half || rules->input_half(rules->user, n, k));
-            if (!half_slot) conv_ok[v] = false;
+            if (!half_slot(rules, half, i, n, k)) conv_ok[v] = false;
         }
     }
     /* subgraph nodes can read initializers by name: pass_uses pins those */
@@ -242,8 +318,8 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
             const ir_node *n = &g->nodes[i]; /* re-read: add_cast may move the node array */
             int32_t v = n->inputs[k];
             if (v < 0 || v >= nv0) continue;
-            bool half_slot = half[i] && (!rules->input_half || rules->input_half(rules->user, n, k));
-            if (half_slot && vtype(g, v) == KILN_DTYPE_FLOAT && half_of[v] < 0) {
+            bool hs = half_slot(rules, half, i, n, k);
+            if (hs && vtype(g, v) == KILN_DTYPE_FLOAT && half_of[v] < 0) {
                 if (conv_ok[v]) {
                     st = convert_initializer(&c, v);
                     half_of[v] = v;
@@ -256,9 +332,9 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
                 }
             }
             if (st != KILN_OK) break;
-            if (half_slot && half_of[v] >= 0) {
+            if (hs && half_of[v] >= 0) {
                 g->nodes[i].inputs[k] = half_of[v];
-            } else if (!half_slot && retyped[v] && !reads_shape_only(n)) {
+            } else if (!hs && retyped[v] && !reads_shape_only(n)) {
                 if (float_of[v] < 0) {
                     int32_t f = new_value(&c, v, "_fp32", KILN_DTYPE_FLOAT);
                     st = f == IR_NONE ? KILN_ERR_NOMEM : add_cast(&c, v, f, KILN_DTYPE_FLOAT, prod[v]);

@@ -1,0 +1,65 @@
+/* cpu_winograd.c - the geometry test and the task blocking of Winograd F(4x4, 3x3) Conv
+ * (cpu_winograd.h). Kept out of cpu_winograd_avx2.c because the builder calls them on any
+ * CPU, and that file is compiled for AVX2. */
+#include "backends/cpu/cpu_winograd.h"
+
+#include "core/alloc.h"
+
+/* Target size of one task's V + M buffers: big blocks stream the transformed weights U
+ * (4x the weights) fewer times; a few MiB stays in L3 with per-transform-point slices in
+ * L2. */
+#define WG_SLOT_BYTES (3u << 20)
+#define WG_MAX_TB 120
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
+                       cpu_winograd_blocking *b) {
+    *b = (cpu_winograd_blocking){0};
+    if (tile != CPU_WINOGRAD_F23 && tile != CPU_WINOGRAD_F43) return false;
+    int64_t pts = (tile + 2) * (tile + 2);
+    if (N < 1 || C < 1 || M < 1 || OH < 1 || OW < 1 || threads < 1) return false;
+    if (N > (1ll << 24) || C > (1ll << 24) || M > (1ll << 24) || OH > (1ll << 24) || OW > (1ll << 24)) return false;
+    int64_t Cp = round_up(C, 8), Mp = round_up(M, 16);
+    b->tiles_h = (OH + tile - 1) / tile;
+    b->tiles_w = (OW + tile - 1) / tile;
+    uint64_t total;
+    if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)(b->tiles_h * b->tiles_w), &total) || total > (1ull << 34))
+        return false;
+    int64_t tb = (int64_t)(WG_SLOT_BYTES / 4) / (pts * (Cp + Mp)) / 6 * 6;
+    if (tb < 6) tb = 6;
+    if (tb > WG_MAX_TB) tb = WG_MAX_TB;
+    if (tb > round_up((int64_t)total, 6)) tb = round_up((int64_t)total, 6);
+    int64_t nb = ((int64_t)total + tb - 1) / tb;
+    b->TB = round_up(((int64_t)total + nb - 1) / nb, 6); /* equal blocks */
+    b->n_blocks = ((int64_t)total + b->TB - 1) / b->TB;
+    /* output-channel groups only when the blocks alone cannot keep the threads busy */
+    int64_t panels = Mp / 16, ng = 1;
+    while (ng < panels && (b->n_blocks * ng) % threads != 0 && b->n_blocks * ng < 4 * threads) ng++;
+    b->Mg = (panels + ng - 1) / ng * 16;
+    b->n_groups = (Mp + b->Mg - 1) / b->Mg;
+    int64_t tasks = b->n_blocks * b->n_groups;
+    b->n_slots = threads < tasks ? threads : tasks;
+    uint64_t xb, slots;
+    if (kiln_mul_overflow_u64((uint64_t)(N * (Cp / 8)), (uint64_t)((b->tiles_h * tile + 2) * (b->tiles_w * tile + 2) * 8),
+                              &xb) ||
+        xb > (1ull << 34))
+        return false;
+    b->xb_floats = (xb + 15) & ~(uint64_t)15;
+    b->slot_floats = (uint64_t)round_up(pts * b->TB * (Cp + b->Mg), 16);
+    if (kiln_mul_overflow_u64((uint64_t)b->n_slots, b->slot_floats, &slots) || slots > (1ull << 34)) return false;
+    b->scratch_floats = b->xb_floats + slots;
+    return true;
+}
+
+bool cpu_winograd_applies_dims(int32_t nsp, const int64_t *k, const int64_t *stride, const int64_t *dil,
+                               int64_t group, int64_t C, int64_t M) {
+    if (nsp != 2 || group != 1 || C < CPU_WINOGRAD_MIN_CHANNELS || M < CPU_WINOGRAD_MIN_CHANNELS) return false;
+    for (int32_t i = 0; i < 2; i++)
+        if (k[i] != 3 || stride[i] != 1 || dil[i] != 1) return false;
+    return true;
+}
+
+bool cpu_winograd_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    return cpu_winograd_applies_dims(g->nsp, g->k, g->stride, g->dil, group, C, M);
+}

@@ -1,0 +1,581 @@
+/* cpu_winograd_avx2.c - Winograd F(4x4, 3x3) Conv with AVX2+FMA (see cpu_winograd.h).
+ *
+ * Data flow per call (all fp32):
+ *   1. the image is copied once into a zero-padded, channel-blocked layout
+ *      xb[n][C/8][Hp][Wp][8] (Hp = 4*tiles_h + 2, likewise Wp), so every tile's input
+ *      transform is 36 aligned 8-channel vector loads with no edge tests;
+ *   2. output tiles are cut into blocks of TB tiles (TB a multiple of 6), and each task
+ *      (a tile block, optionally one group of output channels when there are too few
+ *      blocks to keep every thread busy) runs, in its thread slot's private buffers:
+ *        - input transform V = B^T d B of its tiles, 8 channels per vector, written
+ *          straight into the A-panel layout of the GEMM below: V[xi][tile/6][C/8][6][8];
+ *        - 36 GEMMs (one per transform point xi) M[xi] = V[xi] * U[xi], with a 6x16
+ *          AVX2 microkernel (6 tiles x 16 output channels, 12 accumulators) whose A
+ *          operand is read in the [C/8][6][8] layout the transform produced (kiln's
+ *          packed GEMM reads A as [K][6]: that would need a transpose of every V);
+ *        - output transform Y = A^T M A, 8 output channels per vector, with bias,
+ *          residual and the activation applied before the one store into NCHW.
+ *   The transformed weights U[xi][M/16][C][16] are made once per node (cpu_winograd_pack).
+ *
+ * Why tiles are the GEMM's row (broadcast) side: deep ResNet layers have few tiles
+ * (7x7 output = 4 tiles of 4x4 at batch 1) and many channels; with tiles in the 16-wide
+ * vector dimension those GEMMs would waste 3/4 of every FMA.
+ *
+ * Block sizes: a task's V and M buffers are kept to a few MiB (L3, per-xi slices in L2),
+ * and a block holds as many tiles as fit so that U, the large operand (4x the weights), is
+ * streamed as few times as possible. Accuracy: F(4x4, 3x3) in fp32 loses about 2 decimal
+ * digits against direct convolution (transform constants up to 8 and 1/24); the unit test
+ * and tests/models check the results against a direct reference and ONNX Runtime.
+ */
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_winograd.h"
+#include "core/alloc.h"
+
+#define WG_KC 256 /* k-block depth: a 16 x 256 U panel is 16 KiB (L1) */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static float *alloc_floats(uint64_t n) {
+    size_t bytes = (size_t)n * sizeof(float);
+    bytes = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* ---- weight transform ----------------------------------------------------------------- */
+
+/* G (6x3) of F(4x4, 3x3) and (4x3) of F(2x2, 3x3): U = G g G^T. */
+static const double wg_G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+static const double wg_G[6][3] = {{1.0 / 4, 0, 0},
+                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                  {0, 0, 1}};
+
+kiln_status cpu_winograd_pack(int tile, const float *w, int64_t M, int64_t C, cpu_winograd_weights *out,
+                              kiln_error *err) {
+    memset(out, 0, sizeof *out);
+    int64_t Cp = round_up(C, 8), Mp = round_up(M, 16);
+    int al = tile + 2; /* input tile edge */
+    const double(*G)[3] = tile == CPU_WINOGRAD_F23 ? wg_G2 : wg_G;
+    uint64_t n;
+    if ((tile != CPU_WINOGRAD_F23 && tile != CPU_WINOGRAD_F43) || M <= 0 || C <= 0 ||
+        kiln_mul_overflow_u64((uint64_t)Cp, (uint64_t)Mp, &n) || kiln_mul_overflow_u64(n, (uint64_t)(al * al), &n) ||
+        n > (1ull << 34))
+        return kiln_err_set(err, KILN_ERR_LIMIT, "Winograd weights for %lldx%lld channels are too large", (long long)M,
+                            (long long)C);
+    out->u = alloc_floats(n);
+    if (!out->u) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory transforming Conv weights");
+    if (Cp > C) memset(out->u, 0, (size_t)n * sizeof(float)); /* rows of padded channels */
+    out->tile = tile;
+    out->C = C;
+    out->M = M;
+    out->Cp = Cp;
+    out->Mp = Mp;
+    out->src = w;
+    /* 16 output channels per step in two vectors: their 9 taps are gathered once per
+     * input channel, and each point's 16 results are one contiguous 64-byte store, so
+     * every point's panel is written sequentially (a scalar m-by-m loop took ~300 ms for
+     * a 512x512 layer, mostly scattered stores; this takes a few ms). float math: G's
+     * entries are exact or within 1 ulp, well below the transform's own rounding. */
+    int64_t pstride = (Mp / 16) * Cp * 16; /* floats between points */
+    for (int64_t mb = 0; mb < Mp / 16; mb++)
+        for (int64_t c = 0; c < C; c++) {
+            _Alignas(32) float g[9][16];
+            for (int j = 0; j < 16; j++) {
+                int64_t m = mb * 16 + j;
+                float tap[9] = {0};
+                if (m < M) memcpy(tap, w + (m * C + c) * 9, sizeof tap);
+                for (int i = 0; i < 9; i++) g[i][j] = tap[i];
+            }
+            for (int h = 0; h < 2; h++) { /* the two 8-channel halves */
+                __m256 gv[3][3], t[6][3];
+                for (int i = 0; i < 9; i++) gv[i / 3][i % 3] = _mm256_load_ps(&g[i][h * 8]);
+                for (int i = 0; i < al; i++)
+                    for (int j = 0; j < 3; j++)
+                        t[i][j] = _mm256_fmadd_ps(
+                            _mm256_set1_ps((float)G[i][0]), gv[0][j],
+                            _mm256_fmadd_ps(_mm256_set1_ps((float)G[i][1]), gv[1][j],
+                                            _mm256_mul_ps(_mm256_set1_ps((float)G[i][2]), gv[2][j])));
+                float *dst = out->u + (mb * Cp + c) * 16 + h * 8;
+                for (int i = 0; i < al; i++)
+                    for (int k = 0; k < al; k++) {
+                        __m256 u = _mm256_fmadd_ps(
+                            t[i][0], _mm256_set1_ps((float)G[k][0]),
+                            _mm256_fmadd_ps(t[i][1], _mm256_set1_ps((float)G[k][1]),
+                                            _mm256_mul_ps(t[i][2], _mm256_set1_ps((float)G[k][2]))));
+                        _mm256_store_ps(dst + (i * al + k) * pstride, u);
+                    }
+            }
+        }
+    return KILN_OK;
+}
+
+void cpu_winograd_weights_free(cpu_winograd_weights *w) {
+    if (!w) return;
+    free(w->u);
+    memset(w, 0, sizeof *w);
+}
+
+void cpu_winograd_scratch_free(cpu_winograd_scratch *s) {
+    if (!s) return;
+    free(s->data);
+    s->data = NULL;
+    s->cap = 0;
+}
+
+/* ---- the plan of one call ----------------------------------------------------------------- */
+
+typedef struct wg_plan {
+    const cpu_conv_geom *g;
+    const cpu_winograd_weights *w;
+    const cpu_epilogue *ep;
+    const float *x;
+    float *y, *xb, *slots;
+    int64_t N, C, M, H, W, OH, OW, pt, pl;
+    int64_t TH, TW, T, Hp, Wp, Cp, Mp, CB;
+    int64_t TB, NP, n_blocks, Mg, n_groups, n_tasks, slot_floats;
+    int tile, pts; /* output tile edge (2 or 4), transform points (16 or 36) */
+    bool relu, other_act;
+    atomic_llong next;
+} wg_plan;
+
+/* ---- 1. blocked, padded input ------------------------------------------------------------ */
+
+/* 8x8 transpose: r[i] holds channel i at 8 consecutive columns; afterwards r[j] holds
+ * column j for the 8 channels. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* One padded row hp of channel block cb of image n. */
+static void block_rows(void *user, int64_t r0, int64_t r1) {
+    const wg_plan *p = user;
+    int64_t W = p->W, Wp = p->Wp, pl = p->pl;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t hp = r % p->Hp, cb = (r / p->Hp) % p->CB, n = r / (p->Hp * p->CB);
+        float *dst = p->xb + r * Wp * 8;
+        int64_t ih = hp - p->pt;
+        if (ih < 0 || ih >= p->H) {
+            memset(dst, 0, (size_t)(Wp * 8) * sizeof(float));
+            continue;
+        }
+        const float *src[8];
+        int nc = 0;
+        for (int ci = 0; ci < 8; ci++) {
+            int64_t c = cb * 8 + ci;
+            src[ci] = c < p->C ? p->x + ((n * p->C + c) * p->H + ih) * W : NULL;
+            if (src[ci]) nc++;
+        }
+        /* left padding, interior (8 columns at a time through a transpose), the rest */
+        int64_t wp = 0, wend = pl + W < Wp ? pl + W : Wp;
+        memset(dst, 0, (size_t)(pl * 8) * sizeof(float));
+        wp = pl;
+        if (nc == 8)
+            for (; wp + 8 <= wend; wp += 8) {
+                __m256 v[8];
+                for (int ci = 0; ci < 8; ci++) v[ci] = _mm256_loadu_ps(src[ci] + (wp - pl));
+                transpose8(v);
+                for (int j = 0; j < 8; j++) _mm256_store_ps(dst + (wp + j) * 8, v[j]);
+            }
+        for (; wp < wend; wp++)
+            for (int ci = 0; ci < 8; ci++) dst[wp * 8 + ci] = src[ci] ? src[ci][wp - pl] : 0.f;
+        if (wp < Wp) memset(dst + wp * 8, 0, (size_t)((Wp - wp) * 8) * sizeof(float));
+    }
+}
+
+/* ---- 2a. input transform ----------------------------------------------------------------- */
+
+/* B^T (6x6) applied to a column d0..d5:
+ *   r0 = 4d0 - 5d2 + d4            r1 = -4d1 - 4d2 + d3 + d4      r2 = 4d1 - 4d2 - d3 + d4
+ *   r3 = -2d1 - d2 + 2d3 + d4      r4 = 2d1 - d2 - 2d3 + d4       r5 = 4d1 - 5d3 + d5 */
+#define BT6(d0, d1, d2, d3, d4, d5, r0, r1, r2, r3, r4, r5)                                                            \
+    do {                                                                                                               \
+        __m256 a_ = _mm256_fmadd_ps(m4, d2, d4), b_ = _mm256_fmadd_ps(m4, d1, d3);                                     \
+        __m256 c_ = _mm256_sub_ps(d4, d2), e_ = _mm256_mul_ps(two, _mm256_sub_ps(d3, d1));                             \
+        r0 = _mm256_fmadd_ps(four, d0, _mm256_fmadd_ps(m5, d2, d4));                                                   \
+        r1 = _mm256_add_ps(a_, b_);                                                                                    \
+        r2 = _mm256_sub_ps(a_, b_);                                                                                    \
+        r3 = _mm256_add_ps(c_, e_);                                                                                    \
+        r4 = _mm256_sub_ps(c_, e_);                                                                                    \
+        r5 = _mm256_fmadd_ps(four, d1, _mm256_fmadd_ps(m5, d3, d5));                                                   \
+    } while (0)
+
+/* Transforms the 6x6 tile at src (row stride ld floats, 8 channels per position) into 36
+ * vectors stored at dst + xi * dstride. */
+static inline void input_tile(const float *src, int64_t ld, float *dst, int64_t dstride) {
+    const __m256 four = _mm256_set1_ps(4.f), m4 = _mm256_set1_ps(-4.f), m5 = _mm256_set1_ps(-5.f),
+                 two = _mm256_set1_ps(2.f);
+    __m256 t[6][6];
+    for (int j = 0; j < 6; j++) { /* columns: B^T along the rows of the tile */
+        const float *s = src + j * 8;
+        __m256 d0 = _mm256_load_ps(s), d1 = _mm256_load_ps(s + ld), d2 = _mm256_load_ps(s + 2 * ld),
+               d3 = _mm256_load_ps(s + 3 * ld), d4 = _mm256_load_ps(s + 4 * ld), d5 = _mm256_load_ps(s + 5 * ld);
+        BT6(d0, d1, d2, d3, d4, d5, t[0][j], t[1][j], t[2][j], t[3][j], t[4][j], t[5][j]);
+    }
+    for (int i = 0; i < 6; i++) { /* then along each row */
+        __m256 r0, r1, r2, r3, r4, r5;
+        BT6(t[i][0], t[i][1], t[i][2], t[i][3], t[i][4], t[i][5], r0, r1, r2, r3, r4, r5);
+        float *d = dst + (i * 6) * dstride;
+        _mm256_store_ps(d, r0);
+        _mm256_store_ps(d + dstride, r1);
+        _mm256_store_ps(d + 2 * dstride, r2);
+        _mm256_store_ps(d + 3 * dstride, r3);
+        _mm256_store_ps(d + 4 * dstride, r4);
+        _mm256_store_ps(d + 5 * dstride, r5);
+    }
+}
+
+/* F(2x2, 3x3): B^T (4x4) on a column: r0 = d0 - d2, r1 = d1 + d2, r2 = d2 - d1,
+ * r3 = d1 - d3. */
+static inline void input_tile2(const float *src, int64_t ld, float *dst, int64_t dstride) {
+    __m256 t[4][4];
+    for (int j = 0; j < 4; j++) {
+        const float *s = src + j * 8;
+        __m256 d0 = _mm256_load_ps(s), d1 = _mm256_load_ps(s + ld), d2 = _mm256_load_ps(s + 2 * ld),
+               d3 = _mm256_load_ps(s + 3 * ld);
+        t[0][j] = _mm256_sub_ps(d0, d2);
+        t[1][j] = _mm256_add_ps(d1, d2);
+        t[2][j] = _mm256_sub_ps(d2, d1);
+        t[3][j] = _mm256_sub_ps(d1, d3);
+    }
+    for (int i = 0; i < 4; i++) {
+        float *d = dst + (i * 4) * dstride;
+        _mm256_store_ps(d, _mm256_sub_ps(t[i][0], t[i][2]));
+        _mm256_store_ps(d + dstride, _mm256_add_ps(t[i][1], t[i][2]));
+        _mm256_store_ps(d + 2 * dstride, _mm256_sub_ps(t[i][2], t[i][1]));
+        _mm256_store_ps(d + 3 * dstride, _mm256_sub_ps(t[i][1], t[i][3]));
+    }
+}
+
+/* ---- 2b. GEMM microkernel ------------------------------------------------------------------ */
+
+/* c[6][16] (row stride ldc) = (accumulate ? c : 0) + a * b over kc (a multiple of 8) with
+ * a in [kc/8][6][8] (row i, depth k at (k/8)*48 + i*8 + k%8) and b in [kc][16]. */
+static void wg_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#define WSTEP(u)                                                                                                       \
+    do {                                                                                                               \
+        __m256 b0 = _mm256_load_ps(b + (u) * 16), b1 = _mm256_load_ps(b + (u) * 16 + 8), x;                           \
+        x = _mm256_broadcast_ss(a + 0 * 8 + (u));                                                                      \
+        c00 = _mm256_fmadd_ps(x, b0, c00);                                                                             \
+        c01 = _mm256_fmadd_ps(x, b1, c01);                                                                             \
+        x = _mm256_broadcast_ss(a + 1 * 8 + (u));                                                                      \
+        c10 = _mm256_fmadd_ps(x, b0, c10);                                                                             \
+        c11 = _mm256_fmadd_ps(x, b1, c11);                                                                             \
+        x = _mm256_broadcast_ss(a + 2 * 8 + (u));                                                                      \
+        c20 = _mm256_fmadd_ps(x, b0, c20);                                                                             \
+        c21 = _mm256_fmadd_ps(x, b1, c21);                                                                             \
+        x = _mm256_broadcast_ss(a + 3 * 8 + (u));                                                                      \
+        c30 = _mm256_fmadd_ps(x, b0, c30);                                                                             \
+        c31 = _mm256_fmadd_ps(x, b1, c31);                                                                             \
+        x = _mm256_broadcast_ss(a + 4 * 8 + (u));                                                                      \
+        c40 = _mm256_fmadd_ps(x, b0, c40);                                                                             \
+        c41 = _mm256_fmadd_ps(x, b1, c41);                                                                             \
+        x = _mm256_broadcast_ss(a + 5 * 8 + (u));                                                                      \
+        c50 = _mm256_fmadd_ps(x, b0, c50);                                                                             \
+        c51 = _mm256_fmadd_ps(x, b1, c51);                                                                             \
+    } while (0)
+    for (int64_t k = 0; k < kc; k += 8) {
+        /* the U panel streams from memory on the first A panel: fetch the whole 8-deep
+         * step (512 bytes) four steps ahead */
+        for (int l = 0; l < 128; l += 16) _mm_prefetch((const char *)(b + 512 + l), _MM_HINT_T0);
+        WSTEP(0);
+        WSTEP(1);
+        WSTEP(2);
+        WSTEP(3);
+        WSTEP(4);
+        WSTEP(5);
+        WSTEP(6);
+        WSTEP(7);
+        a += 48;
+        b += 128;
+    }
+#undef WSTEP
+#define WROW(i, v0, v1)                                                                                                \
+    do {                                                                                                               \
+        float *r_ = c + (i) * ldc;                                                                                     \
+        if (accumulate) {                                                                                              \
+            v0 = _mm256_add_ps(v0, _mm256_load_ps(r_));                                                                \
+            v1 = _mm256_add_ps(v1, _mm256_load_ps(r_ + 8));                                                            \
+        }                                                                                                              \
+        _mm256_store_ps(r_, v0);                                                                                       \
+        _mm256_store_ps(r_ + 8, v1);                                                                                   \
+    } while (0)
+    WROW(0, c00, c01);
+    WROW(1, c10, c11);
+    WROW(2, c20, c21);
+    WROW(3, c30, c31);
+    WROW(4, c40, c41);
+    WROW(5, c50, c51);
+#undef WROW
+}
+
+/* ---- 2c. output transform + epilogue ------------------------------------------------------- */
+
+/* A^T (4x6) applied to m0..m5: o0 = m0+m1+m2+m3+m4, o1 = m1-m2+2(m3-m4),
+ * o2 = m1+m2+4(m3+m4), o3 = m1-m2+8(m3-m4)+m5. */
+#define AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)                                                                    \
+    do {                                                                                                               \
+        __m256 a_ = _mm256_add_ps(m1, m2), b_ = _mm256_sub_ps(m1, m2);                                                 \
+        __m256 c_ = _mm256_add_ps(m3, m4), d_ = _mm256_sub_ps(m3, m4);                                                 \
+        o0 = _mm256_add_ps(_mm256_add_ps(m0, a_), c_);                                                                 \
+        o1 = _mm256_fmadd_ps(two, d_, b_);                                                                             \
+        o2 = _mm256_fmadd_ps(four, c_, a_);                                                                            \
+        o3 = _mm256_add_ps(_mm256_fmadd_ps(eight, d_, b_), m5);                                                        \
+    } while (0)
+
+/* Writes output row oh, columns [ow0, ow0+4) of 8 output channels (m0.. m0+7) from four
+ * vectors (one per column, 8 channels each), adding residual and applying the
+ * activation. */
+static void store_row(const wg_plan *p, int64_t n, int64_t m0, int64_t oh, int64_t ow0, __m256 v0, __m256 v1,
+                      __m256 v2, __m256 v3) {
+    __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+    __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m128 r[8] = {_mm256_castps256_ps128(u0), _mm256_castps256_ps128(u1), _mm256_castps256_ps128(u2),
+                   _mm256_castps256_ps128(u3), _mm256_extractf128_ps(u0, 1), _mm256_extractf128_ps(u1, 1),
+                   _mm256_extractf128_ps(u2, 1), _mm256_extractf128_ps(u3, 1)};
+    int64_t OW = p->OW, OS = p->OH * OW;
+    int nw = OW - ow0 < 4 ? (int)(OW - ow0) : 4;
+    int nm = p->M - m0 < 8 ? (int)(p->M - m0) : 8;
+    const float *res = p->ep ? p->ep->residual : NULL;
+    for (int ci = 0; ci < nm; ci++) {
+        int64_t off = (n * p->M + m0 + ci) * OS + oh * OW + ow0;
+        float *d = p->y + off;
+        __m128 v = r[ci];
+        if (nw == 4) {
+            if (res) v = _mm_add_ps(v, _mm_loadu_ps(res + off));
+            if (p->relu) v = _mm_max_ps(v, _mm_setzero_ps());
+            _mm_storeu_ps(d, v);
+        } else {
+            float tmp[4];
+            _mm_storeu_ps(tmp, v);
+            for (int j = 0; j < nw; j++) {
+                float f = tmp[j];
+                if (res) f += res[off + j];
+                if (p->relu && f < 0.f) f = 0.f;
+                d[j] = f;
+            }
+        }
+        if (p->other_act) cpu_act_apply(&p->ep->act, d, nw);
+    }
+}
+
+static void output_tile(const wg_plan *p, const float *mb, int64_t mstride, int64_t n, int64_t ty, int64_t tx,
+                        int64_t m0) {
+    const __m256 two = _mm256_set1_ps(2.f), four = _mm256_set1_ps(4.f), eight = _mm256_set1_ps(8.f);
+    __m256 s[4][6];
+    for (int j = 0; j < 6; j++) { /* columns of the 6x6 */
+        __m256 m[6];
+        for (int i = 0; i < 6; i++) m[i] = _mm256_load_ps(mb + (i * 6 + j) * mstride);
+        AT6(m[0], m[1], m[2], m[3], m[4], m[5], s[0][j], s[1][j], s[2][j], s[3][j]);
+    }
+    __m256 bias = _mm256_setzero_ps();
+    if (p->ep && p->ep->bias_mode == CPU_BIAS_ROW && p->ep->bias) {
+        if (m0 + 8 <= p->M) bias = _mm256_loadu_ps(p->ep->bias + m0);
+        else {
+            float b[8] = {0};
+            for (int64_t i = m0; i < p->M; i++) b[i - m0] = p->ep->bias[i];
+            bias = _mm256_loadu_ps(b);
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        int64_t oh = ty * 4 + r;
+        if (oh >= p->OH) break;
+        __m256 o0, o1, o2, o3;
+        AT6(s[r][0], s[r][1], s[r][2], s[r][3], s[r][4], s[r][5], o0, o1, o2, o3);
+        store_row(p, n, m0, oh, tx * 4, _mm256_add_ps(o0, bias), _mm256_add_ps(o1, bias), _mm256_add_ps(o2, bias),
+                  _mm256_add_ps(o3, bias));
+    }
+}
+
+/* F(2x2, 3x3): A^T (2x4): o0 = m0 + m1 + m2, o1 = m1 - m2 - m3. Few outputs per tile, so
+ * the stores go through a small buffer. */
+static void output_tile2(const wg_plan *p, const float *mb, int64_t mstride, int64_t n, int64_t ty, int64_t tx,
+                         int64_t m0) {
+    __m256 s[2][4];
+    for (int j = 0; j < 4; j++) {
+        __m256 a = _mm256_load_ps(mb + j * mstride), b = _mm256_load_ps(mb + (4 + j) * mstride),
+               c = _mm256_load_ps(mb + (8 + j) * mstride), d = _mm256_load_ps(mb + (12 + j) * mstride);
+        s[0][j] = _mm256_add_ps(_mm256_add_ps(a, b), c);
+        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(b, c), d);
+    }
+    _Alignas(32) float o[2][2][8]; /* [row][col][channel] */
+    for (int r = 0; r < 2; r++) {
+        _mm256_store_ps(o[r][0], _mm256_add_ps(_mm256_add_ps(s[r][0], s[r][1]), s[r][2]));
+        _mm256_store_ps(o[r][1], _mm256_sub_ps(_mm256_sub_ps(s[r][1], s[r][2]), s[r][3]));
+    }
+    int64_t OW = p->OW, OS = p->OH * OW;
+    int nm = p->M - m0 < 8 ? (int)(p->M - m0) : 8;
+    const float *res = p->ep ? p->ep->residual : NULL;
+    const float *bias = p->ep && p->ep->bias_mode == CPU_BIAS_ROW ? p->ep->bias : NULL;
+    for (int r = 0; r < 2; r++) {
+        int64_t oh = ty * 2 + r;
+        if (oh >= p->OH) break;
+        int nw = OW - tx * 2 < 2 ? 1 : 2;
+        for (int ci = 0; ci < nm; ci++) {
+            int64_t off = (n * p->M + m0 + ci) * OS + oh * OW + tx * 2;
+            float *d = p->y + off;
+            for (int j = 0; j < nw; j++) {
+                float f = o[r][j][ci];
+                if (bias) f += bias[m0 + ci];
+                if (res) f += res[off + j];
+                if (p->relu && f < 0.f) f = 0.f;
+                d[j] = f;
+            }
+            if (p->other_act) cpu_act_apply(&p->ep->act, d, nw);
+        }
+    }
+}
+
+/* ---- 2. one task -------------------------------------------------------------------------- */
+
+static void run_task(const wg_plan *p, int64_t task, float *slot) {
+    int64_t blk = task / p->n_groups, grp = task % p->n_groups;
+    int64_t TB = p->TB, CB = p->CB, Cp = p->Cp;
+    int64_t mbeg = grp * p->Mg, mg = p->Mp - mbeg < p->Mg ? p->Mp - mbeg : p->Mg;
+    int64_t pts = p->pts, tile = p->tile;
+    float *V = slot, *Mb = slot + pts * TB * Cp;
+    /* V[tile/6][xi][C/8][6][8] and M[tile][xi][mg]: one tile's 36 (16) points lie close
+     * together, so its transforms touch a few pages, not one page per point (a
+     * [xi][tile] layout cost a TLB miss per load in the output transform) */
+    int64_t vstride = CB * 48, vpanel = pts * CB * 48; /* floats between points, panels */
+    int64_t t0 = blk * TB, total = p->N * p->T;
+    int64_t nt = total - t0 < TB ? total - t0 : TB;
+    /* input transform */
+    int64_t np = (nt + 5) / 6;
+    for (int64_t lt = 0; lt < np * 6; lt++) {
+        float *vt = V + (lt / 6) * vpanel + (lt % 6) * 8;
+        if (lt >= nt) { /* rows past the block's tiles: zeros, never stored */
+            for (int64_t xi = 0; xi < pts; xi++)
+                for (int64_t cb = 0; cb < CB; cb++) _mm256_store_ps(vt + xi * vstride + cb * 48, _mm256_setzero_ps());
+            continue;
+        }
+        int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
+        for (int64_t cb = 0; cb < CB; cb++) {
+            const float *src = p->xb + (((n * CB + cb) * p->Hp + ty * tile) * p->Wp + tx * tile) * 8;
+            if (tile == CPU_WINOGRAD_F43) input_tile(src, p->Wp * 8, vt + cb * 48, vstride);
+            else input_tile2(src, p->Wp * 8, vt + cb * 48, vstride);
+        }
+    }
+    /* one GEMM per point: Mb[xi][TB][mg] = V[xi][TB][Cp] * U[xi][Cp][mbeg .. mbeg+mg) */
+    int64_t nkb = (Cp + WG_KC - 1) / WG_KC, kb = round_up((Cp + nkb - 1) / nkb, 8);
+    for (int64_t xi = 0; xi < pts; xi++) {
+        const float *Vx = V + xi * vstride;
+        const float *Ux = p->w->u + xi * (p->Mp / 16) * Cp * 16;
+        float *Mx = Mb + xi * mg;
+        for (int64_t k0 = 0; k0 < Cp; k0 += kb) {
+            int64_t kc = Cp - k0 < kb ? Cp - k0 : kb;
+            for (int64_t q = 0; q < mg / 16; q++) {
+                const float *b = Ux + ((mbeg / 16 + q) * Cp + k0) * 16;
+                for (int64_t pp = 0; pp < np; pp++)
+                    wg_kernel(kc, Vx + pp * vpanel + (k0 / 8) * 48, b, Mx + pp * 6 * pts * mg + q * 16, pts * mg,
+                              k0 > 0);
+            }
+        }
+    }
+    /* output transform + epilogue */
+    for (int64_t lt = 0; lt < nt; lt++) {
+        int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
+        for (int64_t c8 = 0; c8 < mg; c8 += 8) {
+            if (mbeg + c8 >= p->M) break;
+            if (tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
+            else output_tile2(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
+        }
+    }
+}
+
+static void slots_run(void *user, int64_t s0, int64_t s1) {
+    wg_plan *p = user;
+    for (int64_t s = s0; s < s1; s++) {
+        float *slot = p->slots + s * p->slot_floats;
+        for (;;) {
+            long long task = atomic_fetch_add(&p->next, 1);
+            if (task >= p->n_tasks) break;
+            run_task(p, task, slot);
+        }
+    }
+}
+
+/* ---- driver -------------------------------------------------------------------------------- */
+
+kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, const float *x,
+                              const cpu_winograd_weights *w, float *y, const cpu_epilogue *ep,
+                              cpu_winograd_scratch *scratch, kiln_error *err) {
+    wg_plan p;
+    memset(&p, 0, sizeof p);
+    p.g = g;
+    p.w = w;
+    p.ep = ep && !cpu_epilogue_is_empty(ep) ? ep : NULL;
+    p.x = x;
+    p.y = y;
+    p.N = N;
+    p.C = w->C;
+    p.M = w->M;
+    p.H = g->in[0];
+    p.W = g->in[1];
+    p.OH = g->out[0];
+    p.OW = g->out[1];
+    p.pt = g->pad0[0];
+    p.pl = g->pad0[1];
+    p.tile = w->tile;
+    p.pts = (w->tile + 2) * (w->tile + 2);
+    p.TH = (p.OH + p.tile - 1) / p.tile;
+    p.TW = (p.OW + p.tile - 1) / p.tile;
+    p.T = p.TH * p.TW;
+    p.Hp = p.TH * p.tile + 2;
+    p.Wp = p.TW * p.tile + 2;
+    p.Cp = w->Cp;
+    p.Mp = w->Mp;
+    p.CB = p.Cp / 8;
+    p.relu = p.ep && p.ep->act.kind == CPU_ACT_RELU;
+    p.other_act = p.ep && p.ep->act.kind != CPU_ACT_NONE && p.ep->act.kind != CPU_ACT_RELU;
+    if (N <= 0 || p.T <= 0) return KILN_OK;
+    cpu_winograd_blocking bl;
+    if (!cpu_winograd_plan(p.tile, N, p.C, p.M, p.OH, p.OW, cpu_threadpool_size(pool), &bl))
+        return kiln_err_set(err, KILN_ERR_LIMIT, "Winograd scratch for this Conv is too large");
+    p.TB = bl.TB;
+    p.NP = bl.TB / 6;
+    p.n_blocks = bl.n_blocks;
+    p.Mg = bl.Mg;
+    p.n_groups = bl.n_groups;
+    p.n_tasks = bl.n_blocks * bl.n_groups;
+    p.slot_floats = (int64_t)bl.slot_floats;
+    if (bl.scratch_floats > scratch->cap) {
+        free(scratch->data);
+        scratch->data = alloc_floats(bl.scratch_floats);
+        scratch->cap = scratch->data ? (size_t)bl.scratch_floats : 0;
+        if (!scratch->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory for the Winograd scratch");
+    }
+    p.xb = scratch->data;
+    p.slots = scratch->data + bl.xb_floats;
+    int64_t rows = N * p.CB * p.Hp;
+    cpu_parallel_for(pool, rows, 8, block_rows, &p);
+    atomic_init(&p.next, 0);
+    cpu_parallel_for(pool, bl.n_slots, 1, slots_run, &p);
+    return KILN_OK;
+}

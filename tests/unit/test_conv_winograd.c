@@ -1,0 +1,319 @@
+/* test_conv_winograd.c - Winograd F(4x4, 3x3) and F(2x2, 3x3) Conv (cpu_winograd_avx2.c, through the Conv
+ * kernel's forced-Winograd entry point) against a direct double-precision reference, over
+ * shapes that hit the edges: channel counts that are not multiples of 8/16, H/W that are
+ * not multiples of the 4x4 tile, asymmetric and zero pads, batch > 1, more than one tile
+ * block and k-block, output-channel groups, fused bias / residual / ReLU / Clip, on 1 and
+ * 2 pool threads; the implicit-GEMM variant is checked on the same cases, and the kernel's
+ * tactic attribute is honoured. Skips (with a printed reason) without AVX2+FMA.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_winograd.h"
+#include "runtime/tensor.h"
+
+static uint32_t rng = 777;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xffff) / 32768.f - 1.f;
+}
+
+typedef struct conv_case {
+    int64_t N, C, H, W, M;
+    int64_t pads[4]; /* top, left, bottom, right */
+    bool bias, residual;
+    const char *act; /* NULL, "Relu" or "Clip" */
+    int64_t k, stride; /* 0: 3 and 1 */
+} conv_case;
+
+static int64_t ck(const conv_case *c) { return c->k ? c->k : 3; }
+static int64_t cs(const conv_case *c) { return c->stride ? c->stride : 1; }
+
+static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
+    rt_value_init(v);
+    kiln_error e = {0};
+    rt_tensor *t = rt_value_as_tensor(v);
+    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT, rank, dims, &e), KILN_OK);
+    for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
+}
+
+/* Direct convolution in double, with the epilogue; also returns per output the sum of
+ * |w*x| terms (the scale the fp32 rounding error is relative to). */
+static void reference(const conv_case *c, const float *x, const float *w, const float *b, const float *res,
+                      int64_t OH, int64_t OW, double *y, double *scale) {
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
+                    for (int64_t ci = 0; ci < c->C; ci++)
+                        for (int64_t kh = 0; kh < ck(c); kh++)
+                            for (int64_t kw = 0; kw < ck(c); kw++) {
+                                int64_t ih = oh * cs(c) + kh - c->pads[0], iw = ow * cs(c) + kw - c->pads[1];
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                                double p = (double)w[((m * c->C + ci) * ck(c) + kh) * ck(c) + kw] *
+                                           x[((n * c->C + ci) * c->H + ih) * c->W + iw];
+                                acc += p;
+                                sc += fabs(p);
+                            }
+                    int64_t o = ((n * c->M + m) * OH + oh) * OW + ow;
+                    if (res) {
+                        acc += res[o];
+                        sc += fabs(res[o]);
+                    }
+                    if (c->act && !strcmp(c->act, "Relu")) acc = acc > 0 ? acc : 0;
+                    if (c->act && !strcmp(c->act, "Clip")) acc = acc < -0.5 ? -0.5 : acc > 0.75 ? 0.75 : acc;
+                    y[o] = acc;
+                    scale[o] = sc;
+                }
+}
+
+/* Runs the case through `fn` (or the registered kernel with a kiln_tactic attribute when
+ * tactic != NULL) and compares with the reference. Returns the largest error relative
+ * to the per-output scale. */
+static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn fn, const char *tactic) {
+    rng = 777; /* same data for the same shape, whichever variant runs */
+    int64_t OH = (c->H + c->pads[0] + c->pads[2] - ck(c)) / cs(c) + 1,
+            OW = (c->W + c->pads[1] + c->pads[3] - ck(c)) / cs(c) + 1;
+    rt_value in[4], out;
+    fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
+    fill(&in[1], 4, (int64_t[]){c->M, c->C, ck(c), ck(c)});
+    fill(&in[2], 1, (int64_t[]){c->M});
+    fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
+    int64_t k[2] = {ck(c), ck(c)}, s[2] = {cs(c), cs(c)}, d[2] = {1, 1};
+    int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
+    ir_attr attrs[10];
+    memset(attrs, 0, sizeof attrs);
+    int32_t na = 0;
+    attrs[na++] = (ir_attr){.name = "kernel_shape", .type = IR_ATTR_INTS, .n = 2, .ints = k};
+    attrs[na++] = (ir_attr){.name = "strides", .type = IR_ATTR_INTS, .n = 2, .ints = s};
+    attrs[na++] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = d};
+    attrs[na++] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
+    if (c->residual) attrs[na++] = (ir_attr){.name = "kiln_residual", .type = IR_ATTR_INT, .i = 3};
+    if (c->act) {
+        attrs[na++] = (ir_attr){.name = "kiln_activation", .type = IR_ATTR_STRING,
+                                .s = {.data = c->act, .len = strlen(c->act)}};
+        if (!strcmp(c->act, "Clip")) {
+            attrs[na++] = (ir_attr){.name = "kiln_activation_min", .type = IR_ATTR_FLOAT, .f = -0.5f};
+            attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
+        }
+    }
+    if (tactic)
+        attrs[na++] = (ir_attr){.name = "kiln_tactic", .type = IR_ATTR_STRING,
+                                .s = {.data = tactic, .len = strlen(tactic)}};
+    /* a tiny graph in which W (input 1) is an initializer, as in real models */
+    int32_t in_ids[4] = {0, 1, 2, 3}, out_ids[1] = {4};
+    ir_tensor dummy;
+    memset(&dummy, 0, sizeof dummy);
+    ir_value vals[5];
+    memset(vals, 0, sizeof vals);
+    vals[1].init = &dummy;
+    ir_graph graph;
+    memset(&graph, 0, sizeof graph);
+    graph.values = vals;
+    graph.n_values = 5;
+    ir_node node;
+    memset(&node, 0, sizeof node);
+    node.name = "conv";
+    node.op_type = "Conv";
+    node.domain = "";
+    node.opset = 17;
+    node.attrs = attrs;
+    node.n_attrs = na;
+    node.inputs = in_ids;
+    node.n_inputs = c->residual ? 4 : 3;
+    node.outputs = out_ids;
+    node.n_outputs = 1;
+    kiln_error err = {0};
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    cpu_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = &node;
+    ctx.graph = &graph;
+    ctx.pool = pool;
+    ctx.err = &err;
+    ctx.state = &state;
+    ctx.state_free = &state_free;
+    const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
+    size_t ny = (size_t)(c->N * c->M * OH * OW);
+    double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
+    assert_non_null(ref);
+    assert_non_null(scale);
+    reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, OH,
+              OW, ref, scale);
+    double worst = 0;
+    for (int rep = 0; rep < 2; rep++) { /* the second run reuses the transformed weights */
+        rt_value_init(&out);
+        kiln_status st = fn(&ctx, ins, node.n_inputs, &out, 1);
+        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
+        const rt_tensor *y = &out.t;
+        assert_int_equal(y->count, ny);
+        const float *yd = y->data;
+        for (size_t i = 0; i < ny; i++) {
+            double e = fabs(yd[i] - ref[i]) / (scale[i] + 1e-6);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+        rt_value_release(&out);
+    }
+    if (state && state_free) state_free(state);
+    for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
+    free(ref);
+    free(scale);
+    return worst;
+}
+
+static const conv_case cases[] = {
+    {1, 16, 8, 8, 16, {1, 1, 1, 1}, false, false, NULL, 0, 0},
+    {1, 19, 9, 13, 21, {1, 0, 2, 1}, true, false, NULL, 0, 0},       /* odd channels, H/W, asymmetric pads */
+    {3, 24, 7, 7, 40, {1, 1, 1, 1}, true, true, "Relu", 0, 0},       /* batch, residual, relu, 7x7 (2x2 tiles) */
+    {1, 300, 6, 6, 33, {1, 1, 1, 1}, true, false, "Relu", 0, 0},     /* two k-blocks */
+    {1, 16, 64, 61, 17, {1, 1, 1, 1}, true, true, NULL, 0, 0},       /* several tile blocks */
+    {2, 32, 5, 5, 64, {0, 0, 0, 0}, false, true, "Clip", 0, 0},      /* no padding, other activation */
+    {1, 64, 3, 3, 130, {1, 1, 1, 1}, true, false, NULL, 0, 0},       /* one tile, many output groups */
+    {2, 17, 12, 4, 16, {2, 2, 0, 0}, true, true, "Relu", 0, 0},      /* pads larger than needed on one side */
+};
+
+/* F(4x4, 3x3) in fp32: the error against direct convolution, relative to the sum of the
+ * absolute terms, stays near 1e-6 (measured worst ~1.5e-6 on these cases); 2e-5 leaves
+ * room for other compilers while still catching any wrong coefficient (errors ~1e-1). */
+#define WINOGRAD_TOL 2e-5
+#define GEMM_TOL 2e-6
+
+static void test_winograd_matches_reference(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: this CPU has no AVX2+FMA (or KILN_CPU_ISA caps it), Winograd does not run\n");
+        return;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error e = {0};
+        assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            double wg = run_case(&cases[i], pool, cpu_conv_run_winograd, NULL);
+            double w2 = run_case(&cases[i], pool, cpu_conv_run_winograd_f23, NULL);
+            double gm = run_case(&cases[i], pool, cpu_conv_run_gemm, NULL);
+            if (!(wg <= WINOGRAD_TOL) || !(w2 <= WINOGRAD_TOL) || !(gm <= GEMM_TOL))
+                fail_msg("case %zu (%d threads): winograd F(4,3) error %.3g, F(2,3) %.3g, gemm %.3g", i, threads, wg,
+                         w2, gm);
+        }
+        cpu_threadpool_free(pool);
+    }
+}
+
+/* The registered kernel runs what kiln_tactic names, and its default picks Winograd
+ * (F(4x4, 3x3), or F(2x2, 3x3) for few tiles). The algorithms round differently, so which
+ * one ran is visible in the results. */
+static void test_kernel_honours_tactic(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    const conv_case c = {1, 32, 18, 18, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0}; /* 25 4x4 tiles */
+    cpu_kernel_fn conv = cpu_kernel_find("", "Conv", 17);
+    assert_non_null(conv);
+    double by_attr_wg = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD);
+    double by_attr_w2 = run_case(&c, NULL, conv, CPU_CONV_TACTIC_WINOGRAD_F23);
+    double by_attr_gm = run_case(&c, NULL, conv, CPU_CONV_TACTIC_GEMM);
+    double dflt = run_case(&c, NULL, conv, NULL);
+    double forced_wg = run_case(&c, NULL, cpu_conv_run_winograd, NULL);
+    double forced_gm = run_case(&c, NULL, cpu_conv_run_gemm, NULL);
+    double forced_w2 = run_case(&c, NULL, cpu_conv_run_winograd_f23, NULL);
+    /* same data each time (the generator is reset per call below), so errors match exactly */
+    assert_true(by_attr_wg == forced_wg);
+    assert_true(by_attr_gm == forced_gm);
+    assert_true(by_attr_w2 == forced_w2);
+    assert_true(forced_w2 != forced_wg && forced_w2 != forced_gm);
+    assert_true(dflt == forced_wg);
+    assert_true(forced_wg != forced_gm);
+    assert_true(forced_wg <= WINOGRAD_TOL && forced_gm <= GEMM_TOL);
+    /* fewer than 16 output tiles (10x10: 9): the default is F(2x2, 3x3) */
+    const conv_case few = {1, 32, 10, 10, 32, {1, 1, 1, 1}, true, false, NULL, 0, 0};
+    double few_dflt = run_case(&few, NULL, conv, NULL);
+    assert_true(few_dflt == run_case(&few, NULL, cpu_conv_run_winograd_f23, NULL));
+    assert_true(few_dflt != run_case(&few, NULL, cpu_conv_run_winograd, NULL));
+}
+
+/* The implicit GEMM's stride-2 packer (AVX2 gather of 16 every-other floats, used when 16
+ * outputs share a row): 7x7/2 stem, 1x1/2 downsample and 3x3/2 shapes with rows of >= 16
+ * outputs, plus edges (partial panels, padding). */
+static void test_gemm_stride2(void **state) {
+    (void)state;
+    const conv_case sc[] = {
+        {1, 3, 40, 45, 20, {3, 3, 3, 3}, true, false, "Relu", 7, 2},
+        {2, 16, 40, 37, 24, {0, 0, 0, 0}, true, true, "Relu", 1, 2},
+        {1, 8, 38, 41, 16, {1, 1, 1, 1}, false, false, NULL, 3, 2},
+    };
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        double e = run_case(&sc[i], NULL, cpu_conv_run_gemm, NULL);
+        double e2 = run_case(&sc[i], NULL, cpu_conv_run_winograd, NULL); /* falls back to the GEMM */
+        if (!(e <= GEMM_TOL) || !(e2 <= GEMM_TOL)) fail_msg("stride-2 case %zu: error %.3g / %.3g", i, e, e2);
+    }
+}
+
+/* B larger than L2: packed inside the GEMM's tasks (cpu_sgemm_packed_a_fn_local) for the
+ * implicit GEMM (stem-like 7x7/2) and 1x1 convs, with partial last panels, residual and
+ * activation, on 1 and 2 threads. */
+static void test_gemm_local_packing(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    const conv_case lc[] = {
+        {1, 3, 95, 97, 20, {3, 3, 3, 3}, true, true, "Relu", 7, 2}, /* N = 48 x 49, K = 147 */
+        {1, 64, 47, 50, 32, {0, 0, 0, 0}, true, true, "Relu", 1, 1}, /* 1x1, N = 2350 */
+        {2, 96, 40, 41, 24, {0, 0, 0, 0}, false, false, "Clip", 1, 1},
+    };
+    for (int threads = 1; threads <= 2; threads++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error e = {0};
+        assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
+        for (size_t i = 0; i < sizeof lc / sizeof lc[0]; i++) {
+            int64_t OS = ((lc[i].H + lc[i].pads[0] + lc[i].pads[2] - ck(&lc[i])) / cs(&lc[i]) + 1) *
+                         ((lc[i].W + lc[i].pads[1] + lc[i].pads[3] - ck(&lc[i])) / cs(&lc[i]) + 1);
+            assert_true(cpu_sgemm_local_b_preferred(pool, lc[i].M, OS, lc[i].C * ck(&lc[i]) * ck(&lc[i])));
+            double err = run_case(&lc[i], pool, cpu_conv_run_gemm, NULL);
+            if (!(err <= GEMM_TOL)) fail_msg("local-packing case %zu (%d threads): error %.3g", i, threads, err);
+        }
+        cpu_threadpool_free(pool);
+    }
+}
+
+/* Geometries outside Winograd's domain: the forced variant falls back (still correct). */
+static void test_applies(void **state) {
+    (void)state;
+    int64_t k3[2] = {3, 3}, k5[2] = {5, 5}, s1[2] = {1, 1}, s2[2] = {2, 2}, d1[2] = {1, 1}, d2[2] = {2, 2};
+    assert_true(cpu_winograd_applies_dims(2, k3, s1, d1, 1, 16, 16));
+    assert_false(cpu_winograd_applies_dims(2, k5, s1, d1, 1, 16, 16));
+    assert_false(cpu_winograd_applies_dims(2, k3, s2, d1, 1, 16, 16));
+    assert_false(cpu_winograd_applies_dims(2, k3, s1, d2, 1, 16, 16));
+    assert_false(cpu_winograd_applies_dims(2, k3, s1, d1, 2, 32, 32));
+    assert_false(cpu_winograd_applies_dims(2, k3, s1, d1, 1, 8, 16));
+    assert_false(cpu_winograd_applies_dims(1, k3, s1, d1, 1, 16, 16));
+    const conv_case small = {1, 3, 7, 7, 5, {1, 1, 1, 1}, true, false, "Relu", 0, 0};
+    assert_true(run_case(&small, NULL, cpu_conv_run_winograd, NULL) <= GEMM_TOL);
+    assert_true(run_case(&small, NULL, cpu_conv_run_winograd_f23, NULL) <= GEMM_TOL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_winograd_matches_reference),
+        cmocka_unit_test(test_kernel_honours_tactic),
+        cmocka_unit_test(test_applies),
+        cmocka_unit_test(test_gemm_stride2),
+        cmocka_unit_test(test_gemm_local_packing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,215 @@
+/* test_cuda_conv_graph.c - the host-side logic of the cuDNN graph-API convolution path
+ * (src/backends/cuda/cuda_conv_graph_host.c) without a GPU: tensor strides for NCHW and
+ * channels-last, which epilogues fuse, eligibility, signatures, and the tactic-cache
+ * round trip of a chosen engine config (position + engine global index check). Also,
+ * in every build, when a --fp16 session goes channels-last (build_layout_nhwc_wanted).
+ * The cuDNN calls themselves need a GPU: tests/gpu/conv_graph_check.sh runs them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "build/passes/passes.h"
+
+static void test_nhwc_default(void **state) {
+    (void)state;
+    /* unset: on for kiln run / verify sessions (graph passes), off for engine builds/loads */
+    assert_true(build_layout_nhwc_wanted(NULL, true));
+    assert_false(build_layout_nhwc_wanted(NULL, false));
+    /* KILN_NHWC=0 turns it off everywhere, any other value on everywhere */
+    assert_false(build_layout_nhwc_wanted("0", true));
+    assert_true(build_layout_nhwc_wanted("1", false));
+    assert_true(build_layout_nhwc_wanted("yes", true));
+}
+
+#if KILN_HAVE_CUDA
+#include "backends/cuda/cuda_conv_graph.h"
+#include "backends/cuda/cuda_internal.h"
+
+static void test_strides(void **state) {
+    (void)state;
+    int64_t d[4] = {2, 64, 56, 48}, s[4];
+    cuda_cg_strides(false, d, s);
+    int64_t nchw[4] = {64 * 56 * 48, 56 * 48, 48, 1};
+    assert_memory_equal(s, nchw, sizeof s);
+    /* channels-last: element (n, c, h, w) at ((n * H + h) * W + w) * C + c */
+    cuda_cg_strides(true, d, s);
+    int64_t nhwc[4] = {56 * 48 * 64, 1, 48 * 64, 64};
+    assert_memory_equal(s, nhwc, sizeof s);
+    /* OHWI weights [O=32, C/g=16, KH=3, KW=3] */
+    int64_t w[4] = {32, 16, 3, 3};
+    cuda_cg_strides(true, w, s);
+    int64_t ohwi[4] = {3 * 3 * 16, 1, 3 * 16, 16};
+    assert_memory_equal(s, ohwi, sizeof s);
+    /* the bias [1, O, 1, 1] is contiguous either way */
+    int64_t b[4] = {1, 32, 1, 1};
+    cuda_cg_strides(true, b, s);
+    assert_int_equal(s[1], 1);
+    cuda_cg_strides(false, b, s);
+    assert_int_equal(s[1], 1);
+}
+
+static cuda_cg_conv conv3x3(void) {
+    cuda_cg_conv cv = {.n = 1, .c = 64, .h = 56, .w = 56, .o = 64, .ci = 64, .kh = 3, .kw = 3, .oh = 56, .ow = 56,
+                       .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1, .group = 1, .nhwc = true, .half = true,
+                       .bias = true, .res = false, .act = CU_RELU};
+    return cv;
+}
+
+static void test_fusion_and_eligibility(void **state) {
+    (void)state;
+    char why[160];
+    cuda_cg_conv cv = conv3x3();
+    assert_true(cuda_cg_epilogue_fusable(&cv, why, sizeof why));
+    cv.act = -1;
+    assert_true(cuda_cg_epilogue_fusable(&cv, why, sizeof why));
+    cv.act = CU_CLIP, cv.fa = 0.f, cv.fb = 6.f; /* ReLU6 */
+    assert_true(cuda_cg_epilogue_fusable(&cv, why, sizeof why));
+    cv.fa = -1.f; /* a general Clip is no clipped ReLU */
+    assert_false(cuda_cg_epilogue_fusable(&cv, why, sizeof why));
+    assert_non_null(strstr(why, "does not fuse"));
+    cv.act = CU_SIGMOID;
+    assert_false(cuda_cg_epilogue_fusable(&cv, why, sizeof why));
+
+    cv = conv3x3();
+    assert_true(cuda_cg_eligible(&cv, why, sizeof why));
+    assert_string_equal(why, "");
+    cv.ci = 3, cv.c = 3; /* an image stem: still tried, the reason says why fusion may not apply */
+    assert_true(cuda_cg_eligible(&cv, why, sizeof why));
+    assert_non_null(strstr(why, "multiples of 8"));
+    cv = conv3x3();
+    cv.half = false;
+    assert_false(cuda_cg_eligible(&cv, why, sizeof why));
+    assert_non_null(strstr(why, "legacy"));
+    cv = conv3x3();
+    cv.n = 0;
+    assert_false(cuda_cg_eligible(&cv, why, sizeof why));
+    cv = conv3x3();
+    cv.n = 1 << 20; /* 2^20 * 64 * 56 * 56 elements: beyond int32 */
+    assert_false(cuda_cg_eligible(&cv, why, sizeof why));
+    cv = conv3x3();
+    cv.dh = 0;
+    assert_false(cuda_cg_eligible(&cv, why, sizeof why));
+}
+
+static void test_signature(void **state) {
+    (void)state;
+    cuda_cg_conv a = conv3x3(), b = conv3x3();
+    char sa[256], sb[256];
+    cuda_cg_signature(&a, CUDA_CG_FUSED, 1u << 28, sa, sizeof sa);
+    cuda_cg_signature(&b, CUDA_CG_FUSED, 1u << 28, sb, sizeof sb);
+    assert_string_equal(sa, sb);
+    assert_non_null(strstr(sa, "x1x64x56x56 w64x64x3x3 s1x1 p1x1 d1x1 g1 nhwc f16"));
+    /* everything a plan depends on changes the signature */
+    b.nhwc = false;
+    cuda_cg_signature(&b, CUDA_CG_FUSED, 1u << 28, sb, sizeof sb);
+    assert_string_not_equal(sa, sb);
+    b = conv3x3();
+    b.res = true;
+    cuda_cg_signature(&b, CUDA_CG_FUSED, 1u << 28, sb, sizeof sb);
+    assert_string_not_equal(sa, sb);
+    cuda_cg_signature(&a, CUDA_CG_CONV_ONLY, 1u << 28, sb, sizeof sb);
+    assert_string_not_equal(sa, sb);
+    cuda_cg_signature(&a, CUDA_CG_FUSED, 1u << 20, sb, sizeof sb);
+    assert_string_not_equal(sa, sb);
+    /* the conv-only form does not depend on the epilogue */
+    b = conv3x3();
+    b.act = -1, b.bias = false;
+    cuda_cg_signature(&a, CUDA_CG_CONV_ONLY, 1u << 28, sa, sizeof sa);
+    cuda_cg_signature(&b, CUDA_CG_CONV_ONLY, 1u << 28, sb, sizeof sb);
+    assert_string_equal(sa, sb);
+}
+
+typedef struct fake_store {
+    char sig[16][CUDA_TACTIC_SIG];
+    char tactic[16][32];
+    double ms[16];
+    int n;
+} fake_store;
+
+static bool st_get(void *user, const ir_node *node, const char *sig, const char *tactic, double *ms) {
+    (void)node;
+    fake_store *s = user;
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->sig[i], sig) && !strcmp(s->tactic[i], tactic)) return *ms = s->ms[i], true;
+    return false;
+}
+
+static void st_put(void *user, const ir_node *node, const char *sig, const char *tactic, double ms) {
+    (void)node;
+    fake_store *s = user;
+    if (s->n == 16) return;
+    snprintf(s->sig[s->n], sizeof s->sig[0], "%s", sig);
+    snprintf(s->tactic[s->n], sizeof s->tactic[0], "%s", tactic);
+    s->ms[s->n++] = ms;
+}
+
+/* a heuristic list: the engine global index at each position */
+typedef struct fake_list {
+    int64_t gidx[4];
+    int n;
+} fake_list;
+
+static int64_t list_at(void *user, int pos) {
+    fake_list *l = user;
+    return pos >= 0 && pos < l->n ? l->gidx[pos] : -1;
+}
+
+static void test_tactic_round_trip(void **state) {
+    (void)state;
+    cuda_ctx c;
+    memset(&c, 0, sizeof c);
+    c.info.cc_major = 9, c.fp16 = true;
+    ir_node node;
+    memset(&node, 0, sizeof node);
+    fake_store st;
+    memset(&st, 0, sizeof st);
+    rt_tactic_cache tc = {st_get, st_put, &st};
+    fake_list list = {{11, 39, 7, 10}, 4};
+    /* no cache at all: nothing */
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 48, list_at, &list), -1);
+    c.tactics = &tc;
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 48, list_at, &list), -1);
+    /* timings of positions 0, 2, 3: the fastest (2, engine 7) is re-created */
+    cuda_cg_record(&c, &node, "s", 0, 11, 0.020);
+    cuda_cg_record(&c, &node, "s", 2, 7, 0.007);
+    cuda_cg_record(&c, &node, "s", 3, 10, 0.009);
+    assert_string_equal(st.tactic[0], "cg#0");
+    assert_string_equal(st.tactic[1], "cg0e#11");
+    assert_string_equal(st.tactic[3], "cg2e#7");
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 48, list_at, &list), 2);
+    /* another signature misses */
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "t", 48, list_at, &list), -1);
+    /* the heuristic list changed (another engine at position 2): time again, never
+     * run a config that was not the one timed */
+    list.gidx[2] = 12;
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 48, list_at, &list), -1);
+    /* a shorter list (the position is gone) also misses */
+    list.gidx[2] = 7, list.n = 2;
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 48, list_at, &list), -1);
+    /* positions beyond n_pos are not looked at */
+    list.n = 4;
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 2, list_at, &list), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nhwc_default),     cmocka_unit_test(test_strides),
+        cmocka_unit_test(test_fusion_and_eligibility), cmocka_unit_test(test_signature),
+        cmocka_unit_test(test_tactic_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#else
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_nhwc_default)};
+    printf("test_cuda_conv_graph: the graph-API parameter tests are SKIPPED: kiln was built without CUDA "
+           "(cuda_conv_graph_host.c is part of the CUDA backend)\n");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif
