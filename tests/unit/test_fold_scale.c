@@ -19,27 +19,9 @@
 
 #include "graph_builder.h"
 
-#define S(...) ((const char *const[]){__VA_ARGS__})
-
 static void add_const(ir_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims, const void *vals,
                       uint64_t count) {
-    int32_t v = ir_graph_value(g, name);
-    ir_tensor *t = ARENA_NEW(&g->model->arena, ir_tensor);
-    t->name = g->values[v].name;
-    t->dtype = dt;
-    t->rank = rank;
-    t->dims = ARENA_ARRAY(&g->model->arena, int64_t, rank > 0 ? rank : 1);
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
-    t->count = count;
-    t->nbytes = count * (uint64_t)kiln_dtype_bits(dt) / 8;
-    t->data = arena_memdup(&g->model->arena, vals, t->nbytes);
-    t->where = IR_DATA_OWNED;
-    g->values[v].init = t;
-    g->values[v].flags |= IR_VALUE_INITIALIZER;
-    int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
-    if (g->n_initializers) memcpy(ni, g->initializers, (size_t)g->n_initializers * sizeof *ni);
-    ni[g->n_initializers++] = v;
-    g->initializers = ni;
+    gb_initializer(g, name, dt, rank, dims, vals, (size_t)(count * (uint64_t)kiln_dtype_bits(dt) / 8));
 }
 
 static float frand(uint32_t *s) {
@@ -78,12 +60,7 @@ static ir_model *attn_model(int variant) {
     add_node(g, "Add", "bias", S("q0", "bq"), 2, S("q"), 1);
     add_node(g, "Reshape", "split", S("q", "shp"), 2, S("q4"), 1);
     ir_node *t = add_node(g, "Transpose", "heads", S("q4"), 1, S("Q"), 1);
-    ir_attr *a = add_attrs(g, t, 1);
-    a->name = "perm";
-    a->type = IR_ATTR_INTS;
-    a->n = 3;
-    a->ints = ARENA_ARRAY(&m->arena, int64_t, 3);
-    a->ints[0] = 1, a->ints[1] = 0, a->ints[2] = 2;
+    gb_attr_ints(g, t, "perm", (int64_t[]){1, 0, 2}, 3);
     add_node(g, "MatMul", "scores", S("Q", "k"), 2, S("scores"), 1);
     if (variant == MUL_QUARTER)
         add_node(g, "Mul", "scale", S("c", "scores"), 2, S("scaled"), 1);
