@@ -1,5 +1,7 @@
 /* test_threadpool.c - the CPU thread pool covers every index exactly once, runs inline
- * without a pool, survives nesting and concurrent submitters; cpu_features honours
+ * without a pool, survives nesting and concurrent submitters; the spin-then-sleep hand-off
+ * (many short jobs, jobs after the workers slept, freeing while they spin, KILN_SPIN_US,
+ * identical results at 1 and 2 threads); cpu_features honours
  * KILN_CPU_ISA. */
 #include <setjmp.h>
 #include <stdarg.h>

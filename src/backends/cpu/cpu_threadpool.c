@@ -118,7 +118,8 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Runs chunks of the current job until none is left; returns how many it ran. */
+/* Runs chunks of the current job until none is left, then counts them as done (waking a
+ * sleeping caller when they were the last). */
 static void run_chunks(cpu_threadpool *p) {
     tls_in_pool++;
     int64_t ran = 0;
