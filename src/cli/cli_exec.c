@@ -775,7 +775,14 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     if (s->gpu) pin_inputs(&in);
     perf_log('I', "=== Inference %s%d: %s ===", s->n_shapes > 1 ? "shape " : "run ", index, sb_cstr(&desc));
     bool want_profile = f->dump_profile || f->export_profile || f->json_report;
-    bool inline_profile = want_profile && !f->separate_profile_run;
+    /* Per-node profiling runs node by node, so on the GPU with CUDA graphs on the layer
+     * profile (also the one --json carries) comes from a separate run and the timed
+     * runs keep their graph, as --separateProfileRun asks for. */
+    bool separate_profile = f->separate_profile_run || (s->gpu && !f->no_cuda_graph);
+    bool inline_profile = want_profile && !separate_profile;
+    if (want_profile && separate_profile && !f->separate_profile_run)
+        perf_log('I', "Per-layer profile: taken in a separate run after the timed runs (CUDA graphs cannot be "
+                      "profiled per layer; --noCudaGraph profiles the timed runs instead)");
     int ns = f->streams;
     stream_job *jobs = calloc((size_t)ns, sizeof *jobs);
     pthread_t *th = calloc((size_t)ns, sizeof *th);
@@ -948,7 +955,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         free(all);
     }
     /* per-layer profile: during the runs, or in a separate run */
-    if (st == KILN_OK && want_profile && f->separate_profile_run) {
+    if (st == KILN_OK && want_profile && separate_profile) {
         engine_context *pc = NULL;
         engine_context_options co = {.threads = s->threads, .profile = true,
                                      .profile_index = f->profile_index > 0 ? f->profile_index : 0,
