@@ -707,27 +707,8 @@ static void layer_profile_from_snap(exec_state *s, const layer_snap *ls, perf_la
  * copies to the GPU are direct DMA without a staging copy (trtexec does the same). Stays
  * pageable when the memory cannot be had. */
 static void pin_inputs(input_set *in) {
-    const rt_backend *be = rt_backend_cuda();
-    if (!be || !be->host_alloc || !be->host_free) return;
-    for (int32_t i = 0; i < in->n; i++) {
-        rt_tensor *t = &in->vals[i].t;
-        if (in->vals[i].kind != IR_TYPE_TENSOR || !t->data || !t->nbytes || t->dtype == KILN_DTYPE_STRING) continue;
-        void *p = NULL;
-        kiln_error e = {0};
-        if (be->host_alloc(NULL, t->nbytes, &p, &e) != KILN_OK) {
-            kiln_err_clear(&e);
-            return;
-        }
-        memcpy(p, t->data, (size_t)t->nbytes);
-        rt_tensor pinned = *t;
-        t->free_fn = NULL; /* release the heap copy only */
-        rt_tensor_release(t);
-        *t = pinned;
-        t->data = p;
-        t->flags = 0;
-        t->free_fn = be->host_free; /* host_free takes a NULL context (backend.h) */
-        t->free_ctx = NULL;
-    }
+    for (int32_t i = 0; i < in->n; i++)
+        if (in->vals[i].kind == IR_TYPE_TENSOR) cli_pin_host_tensor(&in->vals[i].t);
 }
 
 /* After a cuda run: whether graphs replay, and the device memory footprint. */
