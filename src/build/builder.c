@@ -428,6 +428,7 @@ static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_t
         so.quiet_fallback = true;
         so.no_device_graph = true;
         so.tactic_cache = &tc;
+        so.layout_nhwc = true; /* FP16 engines go channels-last as kiln run does (KILN_NHWC=0: NCHW) */
         run = rt_session_create(m, &so, &sess, &e);
         if (run == KILN_OK) {
             rec.per_node = calloc((size_t)g->n_nodes + 1, sizeof(strbuf));

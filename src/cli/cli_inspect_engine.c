@@ -1,8 +1,11 @@
 /* cli_inspect_engine.c - `kiln inspect FILE.engine`: what an engine holds, read from its
- * metadata sections only (header, META, LAYERS, MEMPLAN): build facts, compatibility with
+ * metadata sections (header, META, LAYERS, MEMPLAN): build facts, compatibility with
  * this machine, profiles, I/O, every layer with its kernel (tactic) and precision, and
- * memory sizes. No graph is decoded, no weights are touched and no execution context is
- * created, so it works on engines built for other CPUs (it says they will not load here). */
+ * memory sizes. Then the graph is decoded (no weights checksum, no execution context, no
+ * compatibility check, so it works on engines built for other CPUs or GPUs) for the
+ * per-node table: precision, layout (nchw/nhwc) and chosen tactic (engine_nodes.c), which
+ * for GPU engines is the only accurate per-layer view (their LAYERS predate the nodes the
+ * GPU session adds). A graph that does not decode is reported, not fatal. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "cli/cli.h"
 #include "core/strbuf.h"
 #include "engine/engine.h"
+#include "engine/engine_nodes.h"
 
 #include "cli/cli_inspect_engine.h"
 
@@ -126,6 +130,11 @@ int cli_inspect_engine(const char *path, bool json) {
     kiln_error cerr = {0};
     bool loads = engine_read_file(path, &full, &q, &cerr) == KILN_OK;
     engine_plan_free(q);
+    /* the graph, for the per-node table */
+    engine_read_options go = {.skip_compat = true, .skip_weights_crc = true, .cpu_features = here, .display_name = path};
+    engine_plan *gp = NULL;
+    kiln_error gerr = {0};
+    bool have_graph = engine_read_file(path, &go, &gp, &gerr) == KILN_OK && gp->model && gp->model->graph;
     const engine_header *h = &p->header;
     const engine_meta *m = &p->meta;
     char req[256], host[256], pf[64], b1[32], b2[32], b3[32];
@@ -194,7 +203,33 @@ int cli_inspect_engine(const char *path, bool json) {
             json_str(&sb, engine_precision_name(l->precision));
             sb_printf(&sb, ", \"scratch_bytes\": %" PRIu64 ", \"timed_ms\": %.6f}", l->scratch_bytes, l->time_ms);
         }
-        sb_printf(&sb, "], \"memory\": {\"weights_bytes\": %" PRIu64 ", \"workspace_limit_bytes\": %" PRIu64
+        sb_append(&sb, "], \"nodes\": ");
+        if (!have_graph) sb_append(&sb, "null");
+        for (int32_t i = 0; have_graph && i < gp->model->graph->n_nodes; i++) {
+            const ir_node *n = &gp->model->graph->nodes[i];
+            engine_node_info ni;
+            engine_node_describe(gp, i, &ni);
+            sb_append(&sb, i ? ", {\"name\": " : "[{\"name\": ");
+            json_str(&sb, n->name);
+            sb_append(&sb, ", \"op\": ");
+            json_str(&sb, n->op_type);
+            sb_append(&sb, ", \"domain\": ");
+            json_str(&sb, n->domain);
+            sb_append(&sb, ", \"precision\": ");
+            json_str(&sb, ni.precision);
+            sb_append(&sb, ", \"layout\": ");
+            json_str(&sb, ni.layout);
+            sb_append(&sb, ", \"tactic\": ");
+            json_str(&sb, ni.tactic);
+            if (ni.tactic_ms >= 0) sb_printf(&sb, ", \"tactic_ms\": %.6f}", ni.tactic_ms);
+            else sb_append(&sb, ", \"tactic_ms\": null}");
+        }
+        if (have_graph) sb_append(&sb, gp->model->graph->n_nodes ? "]" : "[]");
+        if (!have_graph) {
+            sb_append(&sb, ", \"nodes_error\": ");
+            json_str(&sb, kiln_err_msg(&gerr));
+        }
+        sb_printf(&sb, ", \"memory\": {\"weights_bytes\": %" PRIu64 ", \"workspace_limit_bytes\": %" PRIu64
                        ", \"max_scratch_bytes\": %" PRIu64 ", \"activations\": [",
                   p->mem.weights_bytes, p->mem.workspace_limit, p->mem.max_scratch_bytes);
         for (int32_t i = 0; i < p->mem.n_profiles; i++)
@@ -256,6 +291,33 @@ int cli_inspect_engine(const char *path, bool json) {
             sb_printf(&sb, "  %-*s  %-18s %-24s %-6s %s\n", w, l->name, l->op_type, l->tactic,
                       engine_precision_name(l->precision), build_bytes_str(l->scratch_bytes, b1, sizeof b1));
         }
+        if (have_graph) {
+            const ir_graph *g = gp->model->graph;
+            int nw = 4;
+            for (int32_t i = 0; i < g->n_nodes; i++) {
+                int len = (int)strlen(g->nodes[i].name);
+                if (len > nw) nw = len;
+            }
+            if (nw > 60) nw = 60;
+            sb_printf(&sb, "\nnodes (%d)%s\n", g->n_nodes,
+                      h->backend == ENGINE_BACKEND_CUDA ? " - what a load runs: precision, layout, chosen GPU tactic" : "");
+            /* the node index first: a row never reads like a "layers" row (name op kernel),
+             * which scripts scrape */
+            sb_printf(&sb, "  %-4s %-*s  %-28s %-6s %-6s %s\n", "#", nw, "name", "op", "prec", "layout", "tactic");
+            for (int32_t i = 0; i < g->n_nodes; i++) {
+                const ir_node *n = &g->nodes[i];
+                engine_node_info ni;
+                engine_node_describe(gp, i, &ni);
+                char op[80];
+                snprintf(op, sizeof op, "%s%s%s", n->domain[0] ? n->domain : "", n->domain[0] ? ":" : "", n->op_type);
+                sb_printf(&sb, "  %-4d %-*s  %-28s %-6s %-6s %s", i, nw, n->name, op, ni.precision, ni.layout,
+                          ni.tactic);
+                if (ni.tactic_ms >= 0) sb_printf(&sb, " (%.4f ms)", ni.tactic_ms);
+                sb_putc(&sb, '\n');
+            }
+        } else {
+            sb_printf(&sb, "\nnodes      (graph not decoded: %s)\n", kiln_err_msg(&gerr));
+        }
         sb_printf(&sb, "\nmemory\n  weights     %s\n  workspace   limit %s, largest chosen scratch %s\n",
                   build_bytes_str(p->mem.weights_bytes, b1, sizeof b1),
                   p->mem.workspace_limit ? build_bytes_str(p->mem.workspace_limit, b2, sizeof b2) : "unlimited",
@@ -268,6 +330,8 @@ int cli_inspect_engine(const char *path, bool json) {
     fputs(sb_cstr(&sb), stdout);
     sb_free(&sb);
     kiln_err_clear(&cerr);
+    kiln_err_clear(&gerr);
+    engine_plan_free(gp);
     engine_plan_free(p);
     return CLI_EXIT_OK;
 }

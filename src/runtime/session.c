@@ -125,7 +125,7 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
         /* half convolutions channels-last (layout_nhwc.c): the default for sessions that
          * run the graph passes, KILN_NHWC=0/1 forces it (build_layout_nhwc_wanted) */
-        if (st == KILN_OK && opts->fp16 && build_layout_nhwc_wanted(getenv("KILN_NHWC"), opts->run_passes))
+        if (st == KILN_OK && opts->fp16 && build_layout_nhwc_wanted(getenv("KILN_NHWC"), opts->run_passes || opts->layout_nhwc))
             st = build_pass_layout_nhwc_backend(model, be, s->bctx, NULL, err);
         fb = rt_backend_cpu();
         rt_backend_options fo = {opts->threads, 0, false, false, 0};

@@ -46,6 +46,10 @@ typedef struct rt_session_options {
      * of one model on the same backend and device (engine contexts, --infStreams;
      * runtime/weight_share.h). true: this session uploads its own copy. */
     bool no_weight_share;
+    /* Appended: with fp16, lay half convolutions out channels-last (layout_nhwc.c) as a
+     * session that runs the graph passes does, although this one does not (the engine
+     * builder's GPU session: its graph passes already ran). KILN_NHWC=0/1 still decides. */
+    bool layout_nhwc;
 } rt_session_options;
 
 /* Node attribute of a GPU engine's GEMM/Conv nodes: the tactic timings measured when it

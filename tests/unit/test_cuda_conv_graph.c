@@ -197,11 +197,102 @@ static void test_tactic_round_trip(void **state) {
     assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 2, list_at, &list), 0);
 }
 
+/* Fake cuDNN calls for cuda_cg_lists: a config is a pointer into gidx tables; a negative
+ * global index stands for a config whose engine is not usable (numerical notes). */
+typedef struct fake_heur {
+    int64_t a[CUDA_CG_HEUR_MAX], fb[CUDA_CG_HEUR_MAX];
+    int na, nfb;
+} fake_heur;
+
+static int fh_query(void *user, int l, void **cfgs, int max) {
+    fake_heur *h = user;
+    int n = l ? h->nfb : h->na;
+    for (int i = 0; i < n && i < max; i++) cfgs[i] = l ? &h->fb[i] : &h->a[i];
+    return n;
+}
+
+static bool fh_engine(void *cfg, int64_t *gidx) {
+    *gidx = *(const int64_t *)cfg;
+    return *gidx >= 0;
+}
+
+static cuda_cg_lists fake_lists(fake_heur *h) {
+    cuda_cg_lists L;
+    memset(&L, 0, sizeof L);
+    L.query = fh_query;
+    L.engine = fh_engine;
+    L.user = h;
+    return L;
+}
+
+/* The lazy heuristic lists (positions list * 24 + index): a recorded mode-A choice is
+ * re-created without ever querying the fallback list, a recorded fallback position
+ * queries it (once) and still names the same config, positions outside the lists or of
+ * unusable engines give -1, and each list is queried at most once. */
+static void test_lazy_lists(void **state) {
+    (void)state;
+    fake_heur h;
+    memset(&h, 0, sizeof h);
+    h.na = 3, h.a[0] = 11, h.a[1] = -1, h.a[2] = 7;
+    h.nfb = 2, h.fb[0] = 40, h.fb[1] = 41;
+    cuda_ctx c;
+    memset(&c, 0, sizeof c);
+    c.info.cc_major = 9, c.fp16 = true;
+    ir_node node;
+    memset(&node, 0, sizeof node);
+    fake_store st;
+    memset(&st, 0, sizeof st);
+    rt_tactic_cache tc = {st_get, st_put, &st};
+    c.tactics = &tc;
+
+    /* a build timed mode A positions 0 and 2: 2 (engine 7) was fastest */
+    cuda_cg_record(&c, &node, "s", 0, 11, 0.020);
+    cuda_cg_record(&c, &node, "s", 2, 7, 0.010);
+    cuda_cg_lists L = fake_lists(&h);
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "s", 2 * CUDA_CG_HEUR_MAX, cuda_cg_lists_engine_at, &L), 2);
+    assert_int_equal(L.queries[0], 1);
+    assert_int_equal(L.queries[1], 0); /* the fallback list was never asked for */
+    assert_true(L.cfgs[0][2] == &h.a[2]);
+    assert_int_equal(cuda_cg_lists_engine_at(&L, 2), 7);
+    assert_int_equal(L.queries[0], 1); /* asked once */
+
+    /* a config chosen from the fallback list (mode A gave nothing usable) records
+     * position 24 + index; re-creating it queries the fallback list and finds it there */
+    memset(&st, 0, sizeof st);
+    cuda_cg_record(&c, &node, "f", CUDA_CG_HEUR_MAX + 1, 41, 0.030);
+    assert_string_equal(st.tactic[0], "cg#25");
+    assert_string_equal(st.tactic[1], "cg25e#41");
+    L = fake_lists(&h);
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "f", 2 * CUDA_CG_HEUR_MAX, cuda_cg_lists_engine_at, &L),
+                     CUDA_CG_HEUR_MAX + 1);
+    assert_int_equal(L.queries[0], 0);
+    assert_int_equal(L.queries[1], 1);
+    assert_true(L.cfgs[1][1] == &h.fb[1]);
+    /* the fallback list changed (engine 41 no longer at index 1): time again */
+    h.fb[1] = 42;
+    L = fake_lists(&h);
+    assert_int_equal(cuda_cg_cached_choice(&c, &node, "f", 2 * CUDA_CG_HEUR_MAX, cuda_cg_lists_engine_at, &L), -1);
+
+    /* edges: an unusable engine, an index beyond the list, positions out of range */
+    L = fake_lists(&h);
+    assert_int_equal(cuda_cg_lists_engine_at(&L, 1), -1);
+    assert_int_equal(cuda_cg_lists_engine_at(&L, 3), -1);
+    assert_int_equal(cuda_cg_lists_engine_at(&L, -1), -1);
+    assert_int_equal(cuda_cg_lists_engine_at(&L, 2 * CUDA_CG_HEUR_MAX), -1);
+    assert_int_equal(cuda_cg_list_n(&L, 2), 0);
+    assert_int_equal(L.queries[0], 1);
+    assert_int_equal(L.queries[1], 0);
+    /* a query that fails (a negative count) gives an empty list */
+    h.na = -3;
+    L = fake_lists(&h);
+    assert_int_equal(cuda_cg_list_n(&L, 0), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nhwc_default),     cmocka_unit_test(test_strides),
         cmocka_unit_test(test_fusion_and_eligibility), cmocka_unit_test(test_signature),
-        cmocka_unit_test(test_tactic_round_trip),
+        cmocka_unit_test(test_tactic_round_trip), cmocka_unit_test(test_lazy_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,19 +249,13 @@ static bool cg_engine_info(cudnnBackendDescriptor_t cfg, int64_t *gidx) {
     return ok;
 }
 
-/* The heuristic lists of one graph, for cuda_cg_cached_choice. */
-typedef struct cg_lists {
-    cudnnBackendDescriptor_t *cfgs[2];
-    int n[2];
-} cg_lists;
-
-static int64_t cg_engine_at(void *user, int pos) {
-    const cg_lists *L = user;
-    int l = pos / CUDA_CG_HEUR_MAX, i = pos % CUDA_CG_HEUR_MAX;
-    int64_t gidx = -1;
-    if (l < 0 || l > 1 || i >= L->n[l] || !cg_engine_info(L->cfgs[l][i], &gidx)) return -1;
-    return gidx;
+/* cuda_cg_lists' cuDNN calls (the lazy lists themselves: cuda_conv_graph_host.c) */
+static int cg_query(void *user, int l, void **cfgs, int max) {
+    return cg_heuristics((cudnnBackendDescriptor_t)user, l ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A,
+                         (cudnnBackendDescriptor_t *)cfgs, max);
 }
+
+static bool cg_engine(void *cfg, int64_t *gidx) { return cg_engine_info((cudnnBackendDescriptor_t)cfg, gidx); }
 
 static cudnnBackendDescriptor_t cg_plan_for(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, int64_t *ws) {
     cudnnBackendDescriptor_t p = NULL;
@@ -438,30 +432,31 @@ static cuda_cg_plan *cg_make_form(cuda_ctx *c, rt_node_call *call, const cuda_cg
 
     /* the candidate list: heuristic mode A, then the fallback list; a position names
      * (list, index) as list * CUDA_CG_HEUR_MAX + index */
-    cudnnBackendDescriptor_t cfgs[2][CUDA_CG_HEUR_MAX];
-    int ncfg[2], chosen = -1;
-    ncfg[0] = cg_heuristics(g, CUDNN_HEUR_MODE_A, cfgs[0], CUDA_CG_HEUR_MAX);
-    ncfg[1] = cg_heuristics(g, CUDNN_HEUR_MODE_FALLBACK, cfgs[1], CUDA_CG_HEUR_MAX);
+    cuda_cg_lists lists;
+    memset(&lists, 0, sizeof lists);
+    lists.query = cg_query;
+    lists.engine = cg_engine;
+    lists.user = g;
+    int chosen = -1;
     cuda_cg_plan *best = cg_plan_new(&b, fuse, cv);
     cg_build_free(&b);
     if (!best) goto done;
     best->pos = -1;
 
-    cg_lists lists = {{cfgs[0], cfgs[1]}, {ncfg[0], ncfg[1]}};
-    int cached = cuda_cg_cached_choice(c, call->node, sig, 2 * CUDA_CG_HEUR_MAX, cg_engine_at, &lists);
+    int cached = cuda_cg_cached_choice(c, call->node, sig, 2 * CUDA_CG_HEUR_MAX, cuda_cg_lists_engine_at, &lists);
     if (cached >= 0) {
         int l = cached / CUDA_CG_HEUR_MAX, i = cached % CUDA_CG_HEUR_MAX;
         int64_t ws = 0;
-        cudnnBackendDescriptor_t pl = cg_plan_for(h, cfgs[l][i], &ws);
+        cudnnBackendDescriptor_t pl = cg_plan_for(h, lists.cfgs[l][i], &ws);
         if (pl && ws >= 0 && (uint64_t)ws <= c->workspace_bytes) {
-            best->plan = pl, best->ws = ws, best->pos = cached, best->gidx = cg_engine_at(&lists, cached);
+            best->plan = pl, best->ws = ws, best->pos = cached, best->gidx = cuda_cg_lists_engine_at(&lists, cached);
             chosen = cached;
         } else if (pl) {
             cudnnBackendDestroyDescriptor(pl);
         }
         if (debug)
             fprintf(stderr, "conv-graph %s form %d: cached position %d engine %lld %s\n", call->node->name, (int)fuse,
-                    cached, (long long)cg_engine_at(&lists, cached),
+                    cached, (long long)cuda_cg_lists_engine_at(&lists, cached),
                     best->plan ? "re-created" : "did not re-create: timing again");
         if (best->plan) goto done;
     }
@@ -472,10 +467,10 @@ static cuda_cg_plan *cg_make_form(cuda_ctx *c, rt_node_call *call, const cuda_cg
     if (te && atoi(te) >= 1 && atoi(te) <= CUDA_CG_HEUR_MAX) top = atoi(te);
     for (int l = 0; l < 2 && timed < top; l++) {
         if (l == 1 && best_ms >= 0) break; /* the fallback list only when mode A gave nothing */
-        for (int i = 0; i < ncfg[l] && timed < top; i++) {
+        for (int i = 0; i < cuda_cg_list_n(&lists, l) && timed < top; i++) {
             int64_t gidx = -1, ws = 0;
-            if (!cg_engine_info(cfgs[l][i], &gidx)) continue;
-            cudnnBackendDescriptor_t pl = cg_plan_for(h, cfgs[l][i], &ws);
+            if (!cg_engine_info(lists.cfgs[l][i], &gidx)) continue;
+            cudnnBackendDescriptor_t pl = cg_plan_for(h, lists.cfgs[l][i], &ws);
             if (!pl) continue;
             if (ws < 0 || (uint64_t)ws > c->workspace_bytes) {
                 cudnnBackendDestroyDescriptor(pl);
@@ -515,11 +510,11 @@ static cuda_cg_plan *cg_make_form(cuda_ctx *c, rt_node_call *call, const cuda_cg
 done:
     /* the chosen config stays alive with its plan (the plan was finalized from it) */
     for (int l = 0; l < 2; l++)
-        for (int i = 0; i < ncfg[l]; i++) {
+        for (int i = 0; i < (lists.have[l] ? lists.n[l] : 0); i++) {
             if (best && best->plan && l * CUDA_CG_HEUR_MAX + i == chosen && best->n_keep < CG_MAX_DESC)
-                best->keep[best->n_keep++] = cfgs[l][i];
+                best->keep[best->n_keep++] = lists.cfgs[l][i];
             else
-                cudnnBackendDestroyDescriptor(cfgs[l][i]);
+                cudnnBackendDestroyDescriptor(lists.cfgs[l][i]);
         }
     if (best && !best->plan) {
         if (debug) fprintf(stderr, "conv-graph %s form %d: no engine config finalized\n", call->node->name, (int)fuse);

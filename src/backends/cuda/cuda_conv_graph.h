@@ -82,6 +82,31 @@ void cuda_cg_record(const struct cuda_ctx *c, const struct ir_node *node, const 
 int cuda_cg_cached_choice(const struct cuda_ctx *c, const struct ir_node *node, const char *sig, int n_pos,
                           int64_t (*engine_at)(void *user, int pos), void *user);
 
+/* The two heuristic lists of one convolution graph, queried lazily. A position names
+ * (list, index) as list * CUDA_CG_HEUR_MAX + index: list 0 is heuristics mode A, list 1
+ * the fallback list. Each query costs host time on every plan creation (engine loads and
+ * warm-cache builds included), so the fallback list is asked for only when a position
+ * in it is needed (a recorded choice there, or mode A gave nothing usable); positions
+ * in list 0 mean the same whether or not list 1 was ever queried. cfgs are cuDNN engine
+ * config descriptors (void * in cuDNN's API); query and engine are the cuDNN calls
+ * (cuda_conv_graph.c) or a test's fakes. */
+typedef struct cuda_cg_lists {
+    void *cfgs[2][CUDA_CG_HEUR_MAX];
+    int n[2];
+    bool have[2];
+    int queries[2]; /* how often each list was queried (at most once) */
+    /* fills cfgs (at most max), returns how many */
+    int (*query)(void *user, int list, void **cfgs, int max);
+    /* the config's engine global index; false when it is not usable */
+    bool (*engine)(void *cfg, int64_t *gidx);
+    void *user;
+} cuda_cg_lists;
+/* Entries in list l (0 or 1), querying it the first time. */
+int cuda_cg_list_n(cuda_cg_lists *L, int l);
+/* engine_at for cuda_cg_cached_choice over a cuda_cg_lists: the engine global index at
+ * pos, -1 when there is no usable config there; queries only pos's list. */
+int64_t cuda_cg_lists_engine_at(void *lists, int pos);
+
 /* ---- the cuDNN part (cuda_conv_graph.c, builds with cuDNN only) ---- */
 typedef struct cuda_cg_ptrs {
     const void *x, *w, *b, *r; /* b, r: bias / residual, NULL when absent */

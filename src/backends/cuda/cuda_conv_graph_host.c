@@ -95,3 +95,23 @@ int cuda_cg_cached_choice(const cuda_ctx *c, const ir_node *node, const char *si
     if (!c->tactics || !c->tactics->get || !c->tactics->get(c->tactics->user, node, sig, name, &ms)) return -1;
     return pos;
 }
+
+int cuda_cg_list_n(cuda_cg_lists *L, int l) {
+    if (l < 0 || l > 1) return 0;
+    if (!L->have[l]) {
+        int n = L->query ? L->query(L->user, l, L->cfgs[l], CUDA_CG_HEUR_MAX) : 0;
+        L->n[l] = n < 0 ? 0 : n > CUDA_CG_HEUR_MAX ? CUDA_CG_HEUR_MAX : n;
+        L->have[l] = true;
+        L->queries[l]++;
+    }
+    return L->n[l];
+}
+
+int64_t cuda_cg_lists_engine_at(void *lists, int pos) {
+    cuda_cg_lists *L = lists;
+    if (pos < 0 || pos >= 2 * CUDA_CG_HEUR_MAX) return -1;
+    int l = pos / CUDA_CG_HEUR_MAX, i = pos % CUDA_CG_HEUR_MAX;
+    int64_t gidx = -1;
+    if (i >= cuda_cg_list_n(L, l) || !L->engine || !L->engine(L->cfgs[l][i], &gidx)) return -1;
+    return gidx;
+}

@@ -140,9 +140,10 @@ static kiln_status add_transpose(nhwc_ctx *c, int32_t from, int32_t to, const in
     return KILN_OK;
 }
 
-/* Conv weight [O, C, KH, KW] -> a new initializer [O, KH, KW, C]; IR_NONE when the
- * weight is not a plain constant. */
-static int32_t weight_nhwc(nhwc_ctx *c, int32_t w) {
+/* Conv weight [O, C, KH, KW] -> [O, KH, KW, C]: in place when this node is its only
+ * reader (the OIHW copy would otherwise stay in the graph unread, and in a saved engine's
+ * WEIGHTS), else a new initializer; IR_NONE when the weight is not a plain constant. */
+static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place) {
     ir_graph *g = c->g;
     const ir_tensor *t = pass_const(g, w);
     if (!t || t->rank != 4 || !t->data || (g->values[w].flags & IR_VALUE_GRAPH_INPUT)) return IR_NONE;
@@ -161,6 +162,31 @@ static int32_t weight_nhwc(nhwc_ctx *c, int32_t w) {
                 for (int64_t x = 0; x < KW; x++)
                     memcpy(d + (uint64_t)(((o * KH + y) * KW + x) * C + ci) * esz,
                            s + (uint64_t)(((o * C + ci) * KH + y) * KW + x) * esz, (size_t)esz);
+    if (in_place) {
+        ir_tensor *nt = ARENA_NEW(&c->m->arena, ir_tensor);
+        int64_t *nd = ARENA_ARRAY(&c->m->arena, int64_t, 4);
+        ir_dim *vd = ARENA_ARRAY(&c->m->arena, ir_dim, 4);
+        uint8_t *raw = arena_alloc(&c->m->arena, (size_t)t->nbytes + 64);
+        if (!nt || !nd || !vd || !raw) {
+            rt_tensor_release(&tmp);
+            return IR_NONE;
+        }
+        uint8_t *al = (uint8_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+        memcpy(al, tmp.data, (size_t)t->nbytes);
+        rt_tensor_release(&tmp);
+        *nt = *t;
+        memcpy(nd, dims, sizeof dims);
+        nt->dims = nd;
+        nt->data = al;
+        nt->where = IR_DATA_OWNED;
+        for (int i = 0; i < 4; i++) vd[i].kind = IR_DIM_CONST, vd[i].value = dims[i];
+        g->values[w].init = nt;
+        g->values[w].type.kind = IR_TYPE_TENSOR;
+        g->values[w].type.dtype = t->dtype;
+        g->values[w].type.rank = 4;
+        g->values[w].type.dims = vd;
+        return w;
+    }
     int32_t id = pass_new_initializer(g, g->values[w].name, &tmp, c->err);
     rt_tensor_release(&tmp);
     if (id != IR_NONE) {
@@ -258,7 +284,9 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
         }
         if (!nhwc[i] || st != KILN_OK) continue;
         if (!strcmp(g->nodes[i].op_type, "Conv")) {
-            int32_t w = weight_nhwc(&c, g->nodes[i].inputs[1]);
+            int32_t w0 = g->nodes[i].inputs[1];
+            bool only = w0 >= 0 && w0 < nv0 && u.count[w0] == 1 && !u.pinned[w0];
+            int32_t w = weight_nhwc(&c, w0, only);
             if (w == IR_NONE) {
                 st = kiln_err_set(err, KILN_ERR_NOMEM, "node '%s': out of memory storing the weight NHWC",
                                   g->nodes[i].name);
@@ -313,9 +341,10 @@ typedef struct be_rules {
 bool build_layout_nhwc_wanted(const char *env, bool run_passes) {
     if (env) return strcmp(env, "0") != 0;
     /* channels-last is the FP16 default since the cuDNN graph-API convolutions (ResNet-50
-     * batch 1 on an H200: 0.47 ms against 0.85 ms NCHW, docs/BENCHMARKS.md); engines keep
-     * NCHW until loading a graph with kiln.nhwc nodes is supported (their types are not
-     * re-inferred on load) */
+     * batch 1 on an H200: 0.47 ms against 0.85 ms NCHW, docs/BENCHMARKS.md). Engine builds
+     * ask for it through rt_session_options.layout_nhwc (their GPU session runs no graph
+     * passes); loading an engine never re-lays it out: the saved graph already holds its
+     * kiln.nhwc nodes, whose types ir/ops/ops_nhwc.c infers again */
     return run_passes;
 }
 

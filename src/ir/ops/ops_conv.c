@@ -202,6 +202,10 @@ void ir_infer_conv(ir_ictx *c) {
             return;
         }
     }
+    /* a graph pass may have fused a residual Add into the slot of an absent bias
+     * (kiln_residual = its index, build/passes/fuse_residual.c): not a bias */
+    const ir_attr *res = ir_attr_get(c, "kiln_residual");
+    if (res && res->type == IR_ATTR_INT && res->i == ib) ib = -1;
     if (ib >= 0 && ir_has(c, ib) && wd) {
         int32_t rb = ir_in_rank(c, ib);
         if (rb >= 0 && (rb != 1 || ir_dim_eq(c->m, ir_in_dim(c, ib, 0), wd[0]) == IR_DIM_NE)) {
