@@ -126,6 +126,11 @@ static void mark_subgraph_reads(const ir_graph *g, const ir_graph *body, int32_t
 }
 
 kiln_status build_memplan_graph(const ir_graph *g, const uint64_t *sizes, build_memplan *out, kiln_error *err) {
+    return build_memplan_graph_views(g, sizes, NULL, out, err);
+}
+
+kiln_status build_memplan_graph_views(const ir_graph *g, const uint64_t *sizes, const int32_t *view_root,
+                                      build_memplan *out, kiln_error *err) {
     int32_t nv = g->n_values;
     int32_t *first = malloc(((size_t)nv + 1) * sizeof *first);
     int32_t *last = malloc(((size_t)nv + 1) * sizeof *last);
@@ -151,6 +156,11 @@ kiln_status build_memplan_graph(const ir_graph *g, const uint64_t *sizes, build_
     }
     for (int32_t k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] >= 0) last[g->outputs[k]] = g->n_nodes > 0 ? g->n_nodes - 1 : 0;
+    if (view_root) /* roots are direct (no chains): one pass */
+        for (int32_t v = 0; v < nv; v++) {
+            int32_t r = view_root[v];
+            if (r >= 0 && r < nv && last[v] > last[r]) last[r] = last[v];
+        }
     for (int32_t v = 0; v < nv; v++)
         if (first[v] >= 0) sz[v] = sizes[v];
     kiln_status st = build_memplan_compute(nv, sz, first, last, out, err);

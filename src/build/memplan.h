@@ -43,6 +43,12 @@ kiln_status build_memplan_compute(int32_t n, const uint64_t *sizes, const int32_
  * its subgraphs name. */
 kiln_status build_memplan_graph(const ir_graph *g, const uint64_t *sizes, build_memplan *out, kiln_error *err);
 
+/* Same, where some values are views of others (zero-copy reshapes): view_root[v] >= 0
+ * names the value whose storage v shows, so that value lives until v's last reader
+ * (a view itself has size 0). view_root NULL = no views. */
+kiln_status build_memplan_graph_views(const ir_graph *g, const uint64_t *sizes, const int32_t *view_root,
+                                      build_memplan *out, kiln_error *err);
+
 void build_memplan_free(build_memplan *p);
 
 #endif

@@ -26,4 +26,9 @@ const char *cli_closest(const char *word, const char *const *candidates, int n);
 /* Levenshtein distance, capped at 255. */
 int cli_edit_distance(const char *a, const char *b);
 
+/* Moves a host tensor's data into page-locked memory (CUDA builds with a GPU); false when
+ * it stays as it was. cli_pinned.c. */
+struct rt_tensor;
+bool cli_pin_host_tensor(struct rt_tensor *t);
+
 #endif

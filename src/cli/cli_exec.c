@@ -707,27 +707,8 @@ static void layer_profile_from_snap(exec_state *s, const layer_snap *ls, perf_la
  * copies to the GPU are direct DMA without a staging copy (trtexec does the same). Stays
  * pageable when the memory cannot be had. */
 static void pin_inputs(input_set *in) {
-    const rt_backend *be = rt_backend_cuda();
-    if (!be || !be->host_alloc || !be->host_free) return;
-    for (int32_t i = 0; i < in->n; i++) {
-        rt_tensor *t = &in->vals[i].t;
-        if (in->vals[i].kind != IR_TYPE_TENSOR || !t->data || !t->nbytes || t->dtype == KILN_DTYPE_STRING) continue;
-        void *p = NULL;
-        kiln_error e = {0};
-        if (be->host_alloc(NULL, t->nbytes, &p, &e) != KILN_OK) {
-            kiln_err_clear(&e);
-            return;
-        }
-        memcpy(p, t->data, (size_t)t->nbytes);
-        rt_tensor pinned = *t;
-        t->free_fn = NULL; /* release the heap copy only */
-        rt_tensor_release(t);
-        *t = pinned;
-        t->data = p;
-        t->flags = 0;
-        t->free_fn = be->host_free; /* host_free takes a NULL context (backend.h) */
-        t->free_ctx = NULL;
-    }
+    for (int32_t i = 0; i < in->n; i++)
+        if (in->vals[i].kind == IR_TYPE_TENSOR) cli_pin_host_tensor(&in->vals[i].t);
 }
 
 /* After a cuda run: whether graphs replay, and the device memory footprint. */
@@ -775,7 +756,14 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
     if (s->gpu) pin_inputs(&in);
     perf_log('I', "=== Inference %s%d: %s ===", s->n_shapes > 1 ? "shape " : "run ", index, sb_cstr(&desc));
     bool want_profile = f->dump_profile || f->export_profile || f->json_report;
-    bool inline_profile = want_profile && !f->separate_profile_run;
+    /* Per-node profiling runs node by node, so on the GPU with CUDA graphs on the layer
+     * profile (also the one --json carries) comes from a separate run and the timed
+     * runs keep their graph, as --separateProfileRun asks for. */
+    bool separate_profile = f->separate_profile_run || (s->gpu && !f->no_cuda_graph);
+    bool inline_profile = want_profile && !separate_profile;
+    if (want_profile && separate_profile && !f->separate_profile_run)
+        perf_log('I', "Per-layer profile: taken in a separate run after the timed runs (CUDA graphs cannot be "
+                      "profiled per layer; --noCudaGraph profiles the timed runs instead)");
     int ns = f->streams;
     stream_job *jobs = calloc((size_t)ns, sizeof *jobs);
     pthread_t *th = calloc((size_t)ns, sizeof *th);
@@ -948,7 +936,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         free(all);
     }
     /* per-layer profile: during the runs, or in a separate run */
-    if (st == KILN_OK && want_profile && f->separate_profile_run) {
+    if (st == KILN_OK && want_profile && separate_profile) {
         engine_context *pc = NULL;
         engine_context_options co = {.threads = s->threads, .profile = true,
                                      .profile_index = f->profile_index > 0 ? f->profile_index : 0,

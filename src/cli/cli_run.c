@@ -261,6 +261,7 @@ int cli_run(int argc, char **argv) {
                 break;
             }
         }
+        if (!strcmp(backend, "cuda")) cli_pin_host_tensor(t); /* full-speed H2D copies, as kiln exec */
         names[n_feed] = v->name;
         ptrs[n_feed] = &vals[n_feed];
         n_feed++;

@@ -109,7 +109,46 @@ done:
     free(is_c);
 }
 
-static kiln_status plan_lifetimes(rt_graph_plan *p, kiln_error *err) {
+static bool is_graph_output(const ir_graph *g, int32_t id);
+
+/* Zero-copy reshapes. Reshape, Flatten, Squeeze and Unsqueeze only relabel the dims of
+ * a contiguous tensor, so on host executors their output is a read-only view of input
+ * 0's data (RT_TENSOR_BORROWED) instead of a copy. The view owns nothing, so the value
+ * it looks into (its root: input 0, or input 0's own root for chained reshapes) must
+ * live until the view's last reader: lifetime analysis, and the arena plan through
+ * p->view_root, extend the root's last use. Kernels never write their inputs, so no
+ * consumer can write through a view. A view that is a graph output would hand the
+ * caller memory it does not own: such nodes copy as before. KILN_NO_VIEWS=1 turns views
+ * off (A/B measurements). */
+static bool is_view_op(const ir_node *n) {
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) return false;
+    if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs != 1 || n->outputs[0] < 0) return false;
+    return !strcmp(n->op_type, "Reshape") || !strcmp(n->op_type, "Flatten") || !strcmp(n->op_type, "Squeeze") ||
+           !strcmp(n->op_type, "Unsqueeze");
+}
+
+static kiln_status plan_views(rt_graph_plan *p, int32_t *last, kiln_error *err) {
+    const ir_graph *g = p->g;
+    p->view_root = malloc(((size_t)g->n_values + 1) * sizeof *p->view_root);
+    p->view_node = calloc((size_t)g->n_nodes + 1, sizeof *p->view_node);
+    if (!p->view_root || !p->view_node) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory planning views");
+    for (int32_t v = 0; v < g->n_values; v++) p->view_root[v] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!is_view_op(n) || is_graph_output(g, n->outputs[0]) || n->outputs[0] == n->inputs[0]) continue;
+        int32_t in = n->inputs[0];
+        p->view_root[n->outputs[0]] = p->view_root[in] >= 0 ? p->view_root[in] : in;
+        p->view_node[i] = 1;
+    }
+    /* every root directly (no chains), so one pass extends each root to its views' ends */
+    for (int32_t v = 0; v < g->n_values; v++) {
+        int32_t r = p->view_root[v];
+        if (r >= 0 && last[v] > last[r]) last[r] = last[v];
+    }
+    return KILN_OK;
+}
+
+static kiln_status plan_lifetimes(rt_graph_plan *p, bool views, kiln_error *err) {
     const ir_graph *g = p->g;
     int32_t nv = g->n_values, nn = g->n_nodes;
     int32_t *last = malloc(((size_t)nv + 1) * sizeof *last);
@@ -147,6 +186,13 @@ static kiln_status plan_lifetimes(rt_graph_plan *p, kiln_error *err) {
                 free(last), free(keep), free(produced);
                 return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory planning value lifetimes");
             }
+        }
+    }
+    if (views) {
+        kiln_status vs = plan_views(p, last, err);
+        if (vs != KILN_OK) {
+            free(last), free(keep), free(produced);
+            return vs;
         }
     }
     int32_t total = 0;
@@ -321,7 +367,8 @@ static kiln_status plan_graph(rt_executor *ex, rt_graph_plan *p, missing_op **mi
         p->is_outer[v] = g->parent && !produced[v] && !p->is_input[v] && !p->is_const[v];
     free(dummy_c), free(produced);
     if (st != KILN_OK) return st;
-    st = plan_lifetimes(p, err);
+    const char *nv_env = getenv("KILN_NO_VIEWS");
+    st = plan_lifetimes(p, !ex->device && !(nv_env && nv_env[0] == '1'), err);
     if (st != KILN_OK) return st;
 
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -509,6 +556,7 @@ void rt_executor_free(rt_executor *ex) {
         }
         free(p->on_fb), free(p->dconsts), free(p->sn), free(p->sv), free(p->sv_dev);
         free(p->kernels), free(p->state), free(p->state_free), free(p->free_start), free(p->free_ids);
+        free(p->view_root), free(p->view_node);
         free(p->consts), free(p->is_const), free(p->is_outer), free(p->is_input), free(p->calls), free(p->time_ns);
     }
     free(ex->plans);
@@ -767,7 +815,7 @@ static void arena_replan(rt_executor *ex) {
     ex->arena.bytes = 0;
     build_memplan plan;
     kiln_error e = {0};
-    if (build_memplan_graph(g, sizes, &plan, &e) == KILN_OK) {
+    if (build_memplan_graph_views(g, sizes, rt_exec_plan_for(ex, g) ? rt_exec_plan_for(ex, g)->view_root : NULL, &plan, &e) == KILN_OK) {
         uint64_t bytes = (plan.arena_bytes + 63) / 64 * 64;
         uint8_t *base = bytes && bytes <= SIZE_MAX ? aligned_alloc(64, (size_t)bytes) : NULL;
         if (base && plan.n_offsets >= nv) {
@@ -793,6 +841,15 @@ void rt_executor_arena_counts(const rt_executor *ex, uint64_t *hits, uint64_t *m
     *misses = ex->arena.misses;
 }
 
+
+/* The alloc hook of a view node: its one output takes the input's storage when the
+ * byte sizes agree (they always do for a valid reshape; otherwise the heap). */
+static void *view_alloc_at(void *ctx, int32_t target, uint64_t nbytes) {
+    const rt_tensor *src = ctx;
+    return target == 0 && nbytes == src->nbytes ? src->data : NULL;
+}
+
+static void view_release(void *ctx, void *data) { (void)ctx, (void)data; }
 
 static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     rt_executor *ex = f->ex;
@@ -908,12 +965,27 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
         hook_targets[k] = &outs[k].t;
     }
     hook.n_targets = pooled ? n->n_outputs : 0;
+    /* A planned view (plan_views) takes input 0's bytes as its storage; a string tensor,
+     * a device tensor or an empty one is copied as before. */
+    const rt_tensor *view_src = NULL;
+    if (p->view_node && p->view_node[i] && ins[0] && ins[0]->kind == IR_TYPE_TENSOR &&
+        ins[0]->t.device == RT_MEM_HOST && ins[0]->t.dtype != KILN_DTYPE_STRING && ins[0]->t.data) {
+        view_src = &ins[0]->t;
+        hook = (rt_alloc_hook){NULL, view_release, (void *)view_src, hook_targets, 1, view_alloc_at};
+        hook_targets[0] = &outs[0].t;
+        pooled = true;
+    }
     const rt_alloc_hook *saved_hook = rt_tensor_alloc_hook();
     rt_tensor_set_alloc_hook(pooled ? &hook : NULL);
     uint64_t t0 = 0, t1 = 0;
     if (ex->opts.profile) nb->timer_mark(nctx, NULL, &t0, NULL);
     st = nb->run_node(nctx, &call);
     rt_tensor_set_alloc_hook(saved_hook);
+    if (view_src && outs[0].kind == IR_TYPE_TENSOR && outs[0].t.data == view_src->data) {
+        outs[0].t.flags |= RT_TENSOR_BORROWED; /* a view: releasing it frees nothing */
+        outs[0].t.free_fn = NULL;
+        outs[0].t.free_ctx = NULL;
+    }
     if (ex->opts.profile) {
         nb->timer_mark(nctx, NULL, &t1, NULL);
         p->calls[i]++;

@@ -17,6 +17,11 @@ typedef struct rt_graph_plan {
     void (**state_free)(void *);
     int32_t *free_start;     /* CSR over nodes: values released after node i */
     int32_t *free_ids;
+    /* Zero-copy reshapes (host executors, executor.c plan_views): view_node[i] = node i's
+     * output is a view of its input 0; view_root[v] = the value whose storage view v
+     * shows (-1: v is not a view). NULL when views are off. */
+    uint8_t *view_node;
+    int32_t *view_root;
     rt_value *consts;        /* per value id: initializers (borrowed) and densified sparse ones */
     bool *is_const;
     bool *is_outer;          /* resolved by name in enclosing frames */

@@ -42,7 +42,7 @@ fi
 
 if [ -z "${SKIP_EXEC:-}" ]; then
     t0=$(date +%s)
-    PYTHONUNBUFFERED=1 timeout ${EXEC_TIMEOUT:-240} python3 tests/gpu/exec_gpu.py --kiln $K --out /tmp/zoo-exec \
+    PYTHONUNBUFFERED=1 timeout ${EXEC_TIMEOUT:-240} python3 tests/gpu/exec_gpu.py --kiln $K --out /tmp/zoo \
         >"$OUT/exec.log" 2>&1
     log "exec/run on the GPU (graphs, engines, flags): rc=$? ($(( $(date +%s) - t0 )) s)"
     tee -a "$OUT/summary.txt" <"$OUT/exec.log" | tail -60

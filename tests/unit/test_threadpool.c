@@ -1,5 +1,7 @@
 /* test_threadpool.c - the CPU thread pool covers every index exactly once, runs inline
- * without a pool, survives nesting and concurrent submitters; cpu_features honours
+ * without a pool, survives nesting and concurrent submitters; the spin-then-sleep hand-off
+ * (many short jobs, jobs after the workers slept, freeing while they spin, KILN_SPIN_US,
+ * identical results at 1 and 2 threads); cpu_features honours
  * KILN_CPU_ISA. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_gemm_packed.h"
@@ -140,6 +143,119 @@ static void test_concurrent_submitters(void **state) {
     cpu_threadpool_free(pool);
 }
 
+
+/* ---- spin-then-sleep hand-off (KILN_SPIN_US) ------------------------------------- */
+
+/* Many short jobs back to back, with spinning on, off and long: every index once. Covers
+ * the paths where workers are spinning, asleep, or waking late into a closed job. */
+static void many_short_jobs(const char *spin_us, int threads, int rounds) {
+    setenv("KILN_SPIN_US", spin_us, 1);
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(threads, &pool, &err), KILN_OK);
+    assert_int_equal(cpu_threadpool_spin_us(pool), strtoll(spin_us, NULL, 10));
+    for (int r = 0; r < rounds; r++) check_cover(pool, 1 + r % 97, 1);
+    cpu_threadpool_free(pool);
+    unsetenv("KILN_SPIN_US");
+}
+
+static void test_many_short_jobs(void **state) {
+    (void)state;
+    many_short_jobs("0", 2, 2000);
+    many_short_jobs("100", 2, 5000);
+    many_short_jobs("100", 4, 2000);
+    many_short_jobs("1", 3, 3000); /* spin expires between most jobs: sleep/wake races */
+}
+
+/* Jobs separated by pauses longer than the spin: every job wakes sleeping workers. No
+ * lost wake-up means every call returns with every index covered. */
+static void test_jobs_after_sleep(void **state) {
+    (void)state;
+    setenv("KILN_SPIN_US", "20", 1);
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    for (int r = 0; r < 200; r++) {
+        if (r % 4 == 0) {
+            struct timespec ts = {0, 60000 + (r % 7) * 10000};
+            nanosleep(&ts, NULL);
+        }
+        check_cover(pool, 64 + r, 3);
+    }
+    cpu_threadpool_free(pool);
+    unsetenv("KILN_SPIN_US");
+}
+
+/* Freed right after a job, while its workers are still spinning (default spin), and
+ * freed with workers never given a job. */
+static void test_free_while_spinning(void **state) {
+    (void)state;
+    unsetenv("KILN_SPIN_US");
+    for (int r = 0; r < 50; r++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error err = {0};
+        setenv("KILN_SPIN_US", "5000", 1);
+        assert_int_equal(cpu_threadpool_create(3, &pool, &err), KILN_OK);
+        if (r % 2) check_cover(pool, 100, 1);
+        cpu_threadpool_free(pool);
+    }
+    unsetenv("KILN_SPIN_US");
+}
+
+/* Bad KILN_SPIN_US values fall back to the default; large ones are capped. */
+static void test_spin_env(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    const char *bad[] = {"abc", "-5", "12x", ""};
+    for (int i = 0; i < 4; i++) {
+        setenv("KILN_SPIN_US", bad[i], 1);
+        assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+        int64_t s = cpu_threadpool_spin_us(pool);
+        assert_true(s == 100 || s == 0); /* 0 when OpenBLAS keeps threads of its own */
+        cpu_threadpool_free(pool);
+    }
+    setenv("KILN_SPIN_US", "99999999", 1);
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    assert_int_equal(cpu_threadpool_spin_us(pool), 10000);
+    cpu_threadpool_free(pool);
+    unsetenv("KILN_SPIN_US");
+}
+
+/* A floating-point reduction split into fixed per-index slots gives the same bits at 1
+ * and 2 threads (each index is computed by exactly one chunk, whatever thread runs it). */
+typedef struct fsum {
+    double *out;
+} fsum;
+
+static void fsum_range(void *user, int64_t b, int64_t e) {
+    fsum *f = user;
+    for (int64_t i = b; i < e; i++) {
+        double acc = 0;
+        for (int k = 1; k <= 200; k++) acc += 1.0 / (double)(i * 200 + k);
+        f->out[i] = acc;
+    }
+}
+
+static void test_same_results_1_and_2_threads(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    double *a = calloc(N, sizeof *a), *b = calloc(N, sizeof *b);
+    cpu_threadpool *p1 = NULL, *p2 = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(1, &p1, &err), KILN_OK);
+    assert_int_equal(cpu_threadpool_create(2, &p2, &err), KILN_OK);
+    for (int r = 0; r < 20; r++) {
+        fsum f1 = {a}, f2 = {b};
+        cpu_parallel_for(p1, N, 7, fsum_range, &f1);
+        cpu_parallel_for(p2, N, 7, fsum_range, &f2);
+        assert_memory_equal(a, b, N * sizeof *a);
+    }
+    cpu_threadpool_free(p1);
+    cpu_threadpool_free(p2);
+    free(a), free(b);
+}
+
 static void test_create_limits_and_blas(void **state) {
     (void)state;
     cpu_threadpool *pool = NULL;
@@ -191,7 +307,9 @@ int main(void) {
         cmocka_unit_test(test_inline_without_pool),   cmocka_unit_test(test_covers_every_index_once),
         cmocka_unit_test(test_uses_several_threads),  cmocka_unit_test(test_nested_runs_inline),
         cmocka_unit_test(test_concurrent_submitters), cmocka_unit_test(test_create_limits_and_blas),
-        cmocka_unit_test(test_features_cap),
+        cmocka_unit_test(test_features_cap),          cmocka_unit_test(test_many_short_jobs),
+        cmocka_unit_test(test_jobs_after_sleep),      cmocka_unit_test(test_free_while_spinning),
+        cmocka_unit_test(test_spin_env),              cmocka_unit_test(test_same_results_1_and_2_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

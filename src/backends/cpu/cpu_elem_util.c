@@ -173,7 +173,8 @@ kiln_status cpu_copy_reshaped(cpu_kernel_ctx *ctx, const rt_tensor *in, rt_value
     if (out->count != in->count)
         return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "cannot reshape %" PRIu64 " elements into %" PRIu64, in->count,
                                out->count);
-    if (in->nbytes) memcpy(out->data, in->data, (size_t)in->nbytes);
+    /* the executor may hand a reshape its input's own storage (a zero-copy view) */
+    if (in->nbytes && out->data != in->data) memcpy(out->data, in->data, (size_t)in->nbytes);
     return cpu_strings_own(ctx, out);
 }
 

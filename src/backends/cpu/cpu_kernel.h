@@ -84,6 +84,8 @@ static inline const rt_tensor *cpu_in(const rt_value *const *inputs, int32_t n_i
 typedef void (*cpu_range_fn)(void *user, int64_t begin, int64_t end);
 void cpu_parallel_for(cpu_threadpool *pool, int64_t n, int64_t grain, cpu_range_fn fn, void *user);
 int cpu_threadpool_size(const cpu_threadpool *pool);
+/* Microseconds idle workers spin before blocking (KILN_SPIN_US; see cpu_threadpool.c). */
+int64_t cpu_threadpool_spin_us(const cpu_threadpool *pool);
 kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_error *err);
 void cpu_threadpool_free(cpu_threadpool *pool);
 

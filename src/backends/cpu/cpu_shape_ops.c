@@ -2,7 +2,9 @@
  * Shape, Size, Transpose, Concat, Split, Expand, Tile, DepthToSpace, SpaceToDepth.
  *
  * All of them work on any dtype of whole bytes (strings included: the ir_bytes entries
- * are moved and then copied into owned storage). Pure reshapes copy the buffer; the
+ * are moved and then copied into owned storage). Pure reshapes copy the buffer, unless
+ * the executor gave the output the input's own storage (a zero-copy view, executor.c
+ * plan_views: then there is nothing to copy); the
  * others describe the move as one strided copy (cpu_strided_copy), so Transpose, Expand,
  * Tile and DepthToSpace share a single parallel, dim-collapsing loop.
  */

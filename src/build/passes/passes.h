@@ -35,6 +35,7 @@ typedef struct build_pass_stats {
     int32_t residual_fused; /* Adds folded into a producer as kiln_bias / kiln_residual */
     int32_t gelu_fused;     /* GELU subgraphs replaced by one Gelu node */
     int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
+    int32_t scale_folded;    /* power-of-two scales after a MatMul folded into weights (fold_scale.c) */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);
@@ -60,6 +61,11 @@ typedef struct build_fp16_stats {
 /* Attention blocks (MatMul -> scale -> [mask] -> Softmax -> MatMul with the head-split
  * Transposes) -> one ONNX Attention node (fuse_attention.c). Not in build_run_passes: the
  * session runs it for device backends, which have a fused kernel. opts/stats may be NULL. */
+/* Folds Div/Mul by a power-of-two constant after a MatMul (BERT's attention scale) into
+ * the constant weights producing one of its operands, exactly (fold_scale.c). Not in the
+ * default set: the session runs it for host backends. opts/stats may be NULL. */
+kiln_status build_pass_fold_scale(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                  kiln_error *err);
 kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err);
 
