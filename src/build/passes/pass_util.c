@@ -176,3 +176,26 @@ kiln_status pass_begin(const ir_graph *g, pass_uses *u, bool **dead, kiln_error 
     }
     return KILN_OK;
 }
+
+kiln_status pass_place_appended_nodes(ir_graph *g, int32_t n0, int32_t n_new, const int32_t *after, kiln_error *err) {
+    if (n_new <= 0) return KILN_OK;
+    ir_node *nn = malloc((size_t)g->n_nodes * sizeof *nn);
+    if (!nn) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory while placing inserted nodes");
+    int32_t w = 0;
+    for (int32_t j = 0; j < n_new; j++)
+        if (after[j] < 0) nn[w++] = g->nodes[n0 + j];
+    for (int32_t i = 0; i < n0; i++) {
+        nn[w++] = g->nodes[i];
+        for (int32_t j = 0; j < n_new; j++)
+            if (after[j] == i) nn[w++] = g->nodes[n0 + j];
+    }
+    memcpy(g->nodes, nn, (size_t)w * sizeof *nn);
+    free(nn);
+    for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = IR_NONE;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
+            int32_t o = g->nodes[i].outputs[k];
+            if (o >= 0 && o < g->n_values) g->values[o].producer = i;
+        }
+    return KILN_OK;
+}

@@ -48,6 +48,11 @@ static inline const ir_tensor *pass_const(const ir_graph *g, int32_t v) {
 /* Whether the node has any graph attribute. */
 bool pass_has_subgraph(const ir_node *n);
 
+/* Passes that insert nodes append them to the node list (indices n0 .. n0+n_new-1) and say
+ * which original node each must follow (after[j], -1 = before every node). This moves
+ * them there, keeping the list topologically sorted, and recomputes every producer. */
+kiln_status pass_place_appended_nodes(ir_graph *g, int32_t n0, int32_t n_new, const int32_t *after, kiln_error *err);
+
 /* The passes' entry points, one per file; build_run_passes_stats (passes.c) runs them. */
 kiln_status build_pass_fold_constants(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err);

@@ -240,27 +240,7 @@ static kiln_status convert_initializer(fp16_ctx *c, int32_t v) {
 
 /* Puts the inserted Casts in place (after their producers) and recomputes producers. */
 static kiln_status reorder(fp16_ctx *c) {
-    ir_graph *g = c->g;
-    if (!c->n_new) return KILN_OK;
-    ir_node *nn = malloc((size_t)g->n_nodes * sizeof *nn);
-    if (!nn) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
-    int32_t w = 0;
-    for (int32_t j = 0; j < c->n_new; j++)
-        if (c->after[j] < 0) nn[w++] = g->nodes[c->n0 + j];
-    for (int32_t i = 0; i < c->n0; i++) {
-        nn[w++] = g->nodes[i];
-        for (int32_t j = 0; j < c->n_new; j++)
-            if (c->after[j] == i) nn[w++] = g->nodes[c->n0 + j];
-    }
-    memcpy(g->nodes, nn, (size_t)w * sizeof *nn);
-    free(nn);
-    for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = IR_NONE;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
-            int32_t o = g->nodes[i].outputs[k];
-            if (o >= 0 && o < g->n_values) g->values[o].producer = i;
-        }
-    return KILN_OK;
+    return pass_place_appended_nodes(c->g, c->n0, c->n_new, c->after, c->err);
 }
 
 kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
