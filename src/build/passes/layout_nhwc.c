@@ -56,8 +56,7 @@ typedef struct nhwc_ctx {
     ir_model *m;
     ir_graph *g;
     int32_t n0;
-    int32_t *after;
-    int32_t n_new, cap_new;
+    pass_inserted ins; /* the Transposes added at layout boundaries */
     kiln_error *err;
 } nhwc_ctx;
 
@@ -98,46 +97,11 @@ static int32_t new_value(nhwc_ctx *c, int32_t v, const char *suffix, const int64
 }
 
 static kiln_status add_transpose(nhwc_ctx *c, int32_t from, int32_t to, const int64_t perm[4], int32_t after) {
-    ir_graph *g = c->g;
-    if (c->n_new == c->cap_new) {
-        int32_t ncap = c->cap_new ? c->cap_new * 2 : 16;
-        int32_t *na = realloc(c->after, (size_t)ncap * sizeof *na);
-        if (!na) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
-        c->after = na;
-        c->cap_new = ncap;
-    }
-    int32_t id = ir_graph_add_node(g);
-    int32_t *ins = ARENA_ARRAY(&c->m->arena, int32_t, 1), *outs = ARENA_ARRAY(&c->m->arena, int32_t, 1);
-    ir_attr *a = ARENA_ARRAY(&c->m->arena, ir_attr, 1);
     int64_t *p = ARENA_ARRAY(&c->m->arena, int64_t, 4);
-    char *name = arena_printf(&c->m->arena, "%s_kiln_transpose", g->values[to].name);
-    if (id == IR_NONE || !ins || !outs || !a || !p || !name)
-        return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a Transpose in the NHWC pass");
-    ir_node *n = &g->nodes[id];
-    n->name = name;
-    n->name_generated = true;
-    n->op_type = "Transpose";
-    n->domain = "";
-    n->opset = ir_model_opset(c->m, "");
-    n->op = ir_op_lookup("", "Transpose");
-    ins[0] = from;
-    outs[0] = to;
-    n->inputs = ins;
-    n->n_inputs = 1;
-    n->outputs = outs;
-    n->n_outputs = 1;
+    if (!p) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a Transpose in the NHWC pass");
     memcpy(p, perm, 4 * sizeof *p);
-    a->name = "perm";
-    a->type = IR_ATTR_INTS;
-    a->n = 4;
-    a->ints = p;
-    a->doc = "";
-    n->attrs = a;
-    n->n_attrs = 1;
-    n->source_index = -1;
-    g->values[to].producer = id;
-    c->after[c->n_new++] = after;
-    return KILN_OK;
+    ir_attr a = {.name = "perm", .type = IR_ATTR_INTS, .n = 4, .ints = p, .doc = ""};
+    return pass_append_unary(c->m, c->g, &c->ins, "Transpose", "transpose", from, to, &a, after, c->err);
 }
 
 /* Conv weight [O, C, KH, KW] -> [O, KH, KW, C]: in place when this node is its only
@@ -199,14 +163,14 @@ static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place) {
 }
 
 static kiln_status reorder(nhwc_ctx *c) {
-    return pass_place_appended_nodes(c->g, c->n0, c->n_new, c->after, c->err);
+    return pass_place_appended_nodes(c->g, c->n0, c->ins.n, c->ins.after, c->err);
 }
 
 kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err) {
     if (moved) *moved = 0;
     if (!model || !model->graph || !rules || !rules->node_ok) return KILN_OK;
     ir_graph *g = model->graph;
-    nhwc_ctx c = {model, g, g->n_nodes, NULL, 0, 0, err};
+    nhwc_ctx c = {model, g, g->n_nodes, {NULL, 0, 0}, err};
     int32_t nv0 = g->n_values;
     pass_uses u;
     kiln_status st = pass_uses_compute(g, &u, err);
@@ -308,7 +272,7 @@ done:
     free(nhwc_of);
     free(nchw_of);
     free(prod);
-    free(c.after);
+    free(c.ins.after);
     pass_uses_free(&u);
     return st;
 }

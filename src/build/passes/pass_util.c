@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/ops/ops.h"
+
 bool pass_has_subgraph(const ir_node *n) {
     for (int32_t a = 0; a < n->n_attrs; a++)
         if (n->attrs[a].type == IR_ATTR_GRAPH || n->attrs[a].type == IR_ATTR_GRAPHS) return true;
@@ -197,5 +199,42 @@ kiln_status pass_place_appended_nodes(ir_graph *g, int32_t n0, int32_t n_new, co
             int32_t o = g->nodes[i].outputs[k];
             if (o >= 0 && o < g->n_values) g->values[o].producer = i;
         }
+    return KILN_OK;
+}
+
+kiln_status pass_append_unary(ir_model *m, ir_graph *g, pass_inserted *ins, const char *op, const char *suffix,
+                              int32_t from, int32_t to, const ir_attr *attr, int32_t after, kiln_error *err) {
+    if (ins->n == ins->cap) {
+        int32_t ncap = ins->cap ? ins->cap * 2 : 16;
+        int32_t *na = realloc(ins->after, (size_t)ncap * sizeof *na);
+        if (!na) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory adding a %s node", op);
+        ins->after = na;
+        ins->cap = ncap;
+    }
+    int32_t id = ir_graph_add_node(g);
+    int32_t *in = ARENA_ARRAY(&m->arena, int32_t, 1), *out = ARENA_ARRAY(&m->arena, int32_t, 1);
+    ir_attr *a = ARENA_ARRAY(&m->arena, ir_attr, 1);
+    char *name = arena_printf(&m->arena, "%s_kiln_%s", g->values[to].name, suffix);
+    if (id == IR_NONE || !in || !out || !a || !name)
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory adding a %s node", op);
+    ir_node *n = &g->nodes[id];
+    n->name = name;
+    n->name_generated = true;
+    n->op_type = op;
+    n->domain = "";
+    n->opset = ir_model_opset(m, "");
+    n->op = ir_op_lookup("", op);
+    in[0] = from;
+    out[0] = to;
+    n->inputs = in;
+    n->n_inputs = 1;
+    n->outputs = out;
+    n->n_outputs = 1;
+    *a = *attr;
+    n->attrs = a;
+    n->n_attrs = 1;
+    n->source_index = -1;
+    g->values[to].producer = id;
+    ins->after[ins->n++] = after;
     return KILN_OK;
 }

@@ -48,6 +48,20 @@ static inline const ir_tensor *pass_const(const ir_graph *g, int32_t v) {
 /* Whether the node has any graph attribute. */
 bool pass_has_subgraph(const ir_node *n);
 
+/* Nodes a pass inserts: appended to the node list as they are made, each with the
+ * original node it must follow (after[j], -1 = before every node); placed at the end of
+ * the pass by pass_place_appended_nodes. Free `after` when done. */
+typedef struct pass_inserted {
+    int32_t *after;
+    int32_t n, cap;
+} pass_inserted;
+
+/* Appends a one-input, one-output node `op` (domain "", the model's opset) reading `from`
+ * and producing `to`, with one attribute (copied; its name must outlive the model), named
+ * "<to>_kiln_<suffix>" and recorded in ins to follow original node `after`. */
+kiln_status pass_append_unary(ir_model *m, ir_graph *g, pass_inserted *ins, const char *op, const char *suffix,
+                              int32_t from, int32_t to, const ir_attr *attr, int32_t after, kiln_error *err);
+
 /* Passes that insert nodes append them to the node list (indices n0 .. n0+n_new-1) and say
  * which original node each must follow (after[j], -1 = before every node). This moves
  * them there, keeping the list topologically sorted, and recomputes every producer. */

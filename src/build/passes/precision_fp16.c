@@ -126,9 +126,8 @@ static kiln_status demote_mask_chains(const ir_graph *g, bool *half, int32_t n0,
 typedef struct fp16_ctx {
     ir_model *m;
     ir_graph *g;
-    int32_t n0;      /* nodes before the pass */
-    int32_t *after;  /* per inserted node: the original node it follows (-1: first) */
-    int32_t n_new, cap_new;
+    int32_t n0;        /* nodes before the pass */
+    pass_inserted ins; /* the Casts added at precision boundaries */
     kiln_error *err;
 } fp16_ctx;
 
@@ -166,43 +165,8 @@ static int32_t new_value(fp16_ctx *c, int32_t v, const char *suffix, kiln_dtype 
 
 /* Appends Cast(from) -> to, placed after original node `after` (-1: before every node). */
 static kiln_status add_cast(fp16_ctx *c, int32_t from, int32_t to, kiln_dtype dt, int32_t after) {
-    ir_graph *g = c->g;
-    if (c->n_new == c->cap_new) {
-        int32_t ncap = c->cap_new ? c->cap_new * 2 : 16;
-        int32_t *na = realloc(c->after, (size_t)ncap * sizeof *na);
-        if (!na) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
-        c->after = na;
-        c->cap_new = ncap;
-    }
-    int32_t id = ir_graph_add_node(g);
-    int32_t *ins = ARENA_ARRAY(&c->m->arena, int32_t, 1), *outs = ARENA_ARRAY(&c->m->arena, int32_t, 1);
-    ir_attr *a = ARENA_ARRAY(&c->m->arena, ir_attr, 1);
-    char *name = arena_printf(&c->m->arena, "%s_kiln_cast", g->values[to].name);
-    if (id == IR_NONE || !ins || !outs || !a || !name)
-        return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a Cast in the FP16 pass");
-    ir_node *n = &g->nodes[id];
-    n->name = name;
-    n->name_generated = true;
-    n->op_type = "Cast";
-    n->domain = "";
-    n->opset = ir_model_opset(c->m, "");
-    n->op = ir_op_lookup("", "Cast");
-    ins[0] = from;
-    outs[0] = to;
-    n->inputs = ins;
-    n->n_inputs = 1;
-    n->outputs = outs;
-    n->n_outputs = 1;
-    a->name = "to";
-    a->type = IR_ATTR_INT;
-    a->i = dt;
-    a->doc = "";
-    n->attrs = a;
-    n->n_attrs = 1;
-    n->source_index = -1;
-    g->values[to].producer = id;
-    c->after[c->n_new++] = after;
-    return KILN_OK;
+    ir_attr a = {.name = "to", .type = IR_ATTR_INT, .i = dt, .doc = ""};
+    return pass_append_unary(c->m, c->g, &c->ins, "Cast", "cast", from, to, &a, after, c->err);
 }
 
 /* The initializer's data as float16, in place (value type and tensor). */
@@ -240,7 +204,7 @@ static kiln_status convert_initializer(fp16_ctx *c, int32_t v) {
 
 /* Puts the inserted Casts in place (after their producers) and recomputes producers. */
 static kiln_status reorder(fp16_ctx *c) {
-    return pass_place_appended_nodes(c->g, c->n0, c->n_new, c->after, c->err);
+    return pass_place_appended_nodes(c->g, c->n0, c->ins.n, c->ins.after, c->err);
 }
 
 kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *rules, build_fp16_stats *stats,
@@ -250,7 +214,7 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
     memset(stats, 0, sizeof *stats);
     if (!model || !model->graph || !rules || !rules->node_half) return KILN_OK;
     ir_graph *g = model->graph;
-    fp16_ctx c = {model, g, g->n_nodes, NULL, 0, 0, err};
+    fp16_ctx c = {model, g, g->n_nodes, {NULL, 0, 0}, err};
     int32_t nv0 = g->n_values;
     pass_uses u;
     kiln_status st = pass_uses_compute(g, &u, err);
@@ -356,7 +320,7 @@ done:
     free(half_of);
     free(float_of);
     free(prod);
-    free(c.after);
+    free(c.ins.after);
     pass_uses_free(&u);
     return st;
 }
