@@ -401,6 +401,22 @@ typedef struct gemm_task_job {
     const cpu_epilogue *ep;
 } gemm_task_job;
 
+/* One 6x16 output tile of a k-block: a full tile is stored by the kernel itself (with the
+ * epilogue when its activation is fusable, the rest applied after); edge tiles go through
+ * `tile` and store_tile. first/last: whether this is the first/last k-block. */
+static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
+                             int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                             bool has_ep, bool fusable) {
+    if (mr == MR && nr == NR) {
+        kernel_6x16(kc, a, b, NULL, C, ldc, m0, n0, !first, last && fusable, ep);
+        if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + NR);
+    } else {
+        if (nr <= 8) kernel_6x8(kc, a, b, tile);
+        else kernel_6x16(kc, a, b, tile, NULL, 0, 0, 0, false, false, NULL);
+        store_tile(tile, mr, nr, C, ldc, m0, n0, !first, last, ep);
+    }
+}
+
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
     const cpu_epilogue *ep = j->ep;
@@ -428,16 +444,8 @@ static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t
                 for (int64_t e = nb_off + nb_step; nb_step && nb_off < e && nb_off < nb_bytes; nb_off += 64)
                     _mm_prefetch(nb + nb_off, _MM_HINT_T1);
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                if (mr == MR && nr == NR) {
-                    /* full tile: stored by the kernel; non-fusable activations after */
-                    kernel_6x16(kc, abase + mp * MR * kc, b, NULL, j->C, j->ldc, m0, n0, !first, last && fusable,
-                                j->ep);
-                    if (last && has_ep && !fusable) cpu_epilogue_apply(j->ep, j->C, j->ldc, m0, m0 + MR, n0, n0 + NR);
-                } else {
-                    if (nr <= 8) kernel_6x8(kc, abase + mp * MR * kc, b, tile);
-                    else kernel_6x16(kc, abase + mp * MR * kc, b, tile, NULL, 0, 0, 0, false, false, NULL);
-                    store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
-                }
+                gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
+                          fusable);
             }
         }
     }
@@ -602,15 +610,8 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
             for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
                 int64_t m0 = mp * MR;
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                if (mr == MR && nr == NR) {
-                    kernel_6x16(kc, abase + mp * MR * kc, b, NULL, j->C, j->ldc, m0, n0, !first, last && fusable,
-                                j->ep);
-                    if (last && has_ep && !fusable) cpu_epilogue_apply(j->ep, j->C, j->ldc, m0, m0 + MR, n0, n0 + NR);
-                } else {
-                    if (nr <= 8) kernel_6x8(kc, abase + mp * MR * kc, b, tile);
-                    else kernel_6x16(kc, abase + mp * MR * kc, b, tile, NULL, 0, 0, 0, false, false, NULL);
-                    store_tile(tile, mr, nr, j->C, j->ldc, m0, n0, !first, last, j->ep);
-                }
+                gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
+                          fusable);
             }
         }
     }
