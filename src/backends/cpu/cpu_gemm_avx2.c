@@ -338,9 +338,32 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, fl
 /* Right-edge tiles with at most 8 valid columns (ResNet stage 4: N = 49 = 3*16 + 1): half
  * the FMAs of kernel_6x16; the 6x8 result lands in the first 8 columns of t. */
 static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
+    /* two sets of 6 accumulators (even and odd k), summed at the end: one set alone is 6
+     * dependent FMA chains, fewer than the 8 that two 4-cycle FMA pipes need in flight */
     __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(),
            c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
+    __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps(),
+           d3 = _mm256_setzero_ps(), d4 = _mm256_setzero_ps(), d5 = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + NR);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+        d0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 6), b1, d0);
+        d1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 7), b1, d1);
+        d2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 8), b1, d2);
+        d3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 9), b1, d3);
+        d4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 10), b1, d4);
+        d5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 11), b1, d5);
+        a += 2 * MR;
+        b += 2 * NR;
+    }
+    if (k < kc) {
         __m256 b0 = _mm256_load_ps(b);
         c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
         c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
@@ -348,15 +371,13 @@ static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
         c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
         c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
         c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
-        a += MR;
-        b += NR;
     }
-    _mm256_store_ps(t + 0, c0);
-    _mm256_store_ps(t + 16, c1);
-    _mm256_store_ps(t + 32, c2);
-    _mm256_store_ps(t + 48, c3);
-    _mm256_store_ps(t + 64, c4);
-    _mm256_store_ps(t + 80, c5);
+    _mm256_store_ps(t + 0, _mm256_add_ps(c0, d0));
+    _mm256_store_ps(t + 16, _mm256_add_ps(c1, d1));
+    _mm256_store_ps(t + 32, _mm256_add_ps(c2, d2));
+    _mm256_store_ps(t + 48, _mm256_add_ps(c3, d3));
+    _mm256_store_ps(t + 64, _mm256_add_ps(c4, d4));
+    _mm256_store_ps(t + 80, _mm256_add_ps(c5, d5));
 }
 
 /* Writes (or adds, when accumulate) the mr x nr corner of tile t into C at (m0, n0); on
