@@ -668,8 +668,14 @@ bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int
     int64_t n_blocks = (round_up(N, NR) / NR + NC_PANELS - 1) / NC_PANELS;
     uint64_t b_bytes = (uint64_t)N * (uint64_t)K * 4, a_bytes = (uint64_t)M * (uint64_t)K * 4;
     /* enough column blocks for the threads, and a B worth not writing out (> L2) that is
-     * larger than the A each task re-reads */
-    return n_blocks >= 4 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
+     * larger than the A each task re-reads. */
+    /* At least 2 column blocks per thread: with 4 (the first rule), ResNet-50's 28x28
+     * layers (N = 784: 7 blocks) took the pack-all-of-B path at 2 threads only, and ran
+     * 7-20% slower per layer there than with per-task B (bench_layers, 2 threads, batch 1,
+     * per-layer minima of 15 x 3 rounds, two runs at load 0.8-0.9: layer2.x.conv1 0.64-0.73
+     * -> 0.58 ms, layer2.0's 3x3/2 1.64-1.86 -> 1.61-1.63 ms, layer2.0.downsample 1.34 ->
+     * 1.21 ms). At 1 thread nothing changes for ResNet-50 (those layers had 7 >= 4). */
+    return n_blocks >= 2 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
 }
 
 kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,
