@@ -322,7 +322,7 @@ static void test_layout_nhwc_region(void **state) {
     add_node(g, "GlobalAveragePool", "gap", S("p"), 1, S("gp"), 1);
     add_node(g, "Flatten", "flat", S("gp"), 1, S("y"), 1);
     infer(m);
-    build_layout_rules r = {all_ok, NULL};
+    build_layout_rules r = {all_ok, NULL, 0};
     int32_t moved = 0;
     kiln_error e = {0};
     assert_int_equal(build_pass_layout_nhwc(m, &r, &moved, &e), KILN_OK);

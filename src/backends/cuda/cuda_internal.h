@@ -135,6 +135,7 @@ kiln_status cuda_run_layernorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_batchnorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_nchw_to_nhwc(cuda_ctx *c, rt_node_call *call); /* kiln.nhwc NchwToNhwc */
 kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
