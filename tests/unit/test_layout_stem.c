@@ -226,6 +226,39 @@ static void test_stem_left_nchw(void **state) {
     ir_model_free(m);
 }
 
+/* x [1, 8, 4, 4] -> Conv 1x1 (8 -> 8) -> [GlobalAveragePool] -> Flatten(axis) -> y: the
+ * Flatten reads the NHWC value as it is only when it is [N, 1, 1, C] and axis is 1. */
+static void flatten_case(bool gap, int64_t axis, int want_transposes) {
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x"), 1, S("y"), 1);
+    set_type(g, "x", KILN_DTYPE_FLOAT16, 4, (int64_t[]){1, 8, 4, 4}, NULL);
+    static float w[64];
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT16, 4, (int64_t[]){8, 8, 1, 1}, w, 2);
+    add_node(g, "Conv", "conv", S("x", "W"), 2, S("c"), 1);
+    if (gap) add_node(g, "GlobalAveragePool", "gap", S("c"), 1, S("p"), 1);
+    ir_node *fl = add_node(g, "Flatten", "flat", S(gap ? "p" : "c"), 1, S("y"), 1);
+    gb_attr_int(g, fl, "axis", axis);
+    assert_int_equal(infer_errors(m), 0);
+    run_layout(m, 4, NULL, gap ? 2 : 1);
+    assert_int_equal(count_op(g, "Transpose"), want_transposes);
+    const ir_node *f = find_node(g, "flat");
+    int32_t src = g->values[f->inputs[0]].producer;
+    assert_string_equal(g->nodes[src].op_type, want_transposes == 1 ? (gap ? "GlobalAveragePool" : "Conv") : "Transpose");
+    assert_int_equal(infer_errors(m), 0);
+    const ir_type *t = &g->values[ir_graph_find(g, "y")].type; /* the model's own output shape */
+    assert_int_equal(t->rank, 2);
+    assert_int_equal(t->dims[1].value, gap ? (axis == 1 ? 8 : 1) : (axis == 1 ? 128 : 16));
+    ir_model_free(m);
+}
+
+static void test_flatten_of_pooled_nhwc(void **state) {
+    (void)state;
+    flatten_case(true, 1, 1);  /* [1, 1, 1, 8]: only the Transpose into the region */
+    flatten_case(true, 2, 2);  /* axis 2 gives [1*8, 1] vs [1*1, 8]: transposed back */
+    flatten_case(false, 1, 2); /* [1, 4, 4, 8] is not [1, 8, 4, 4] byte for byte */
+}
+
 static void test_pack_inference_errors(void **state) {
     (void)state;
     for (int bad = 0; bad < 3; bad++) {
@@ -307,6 +340,7 @@ int main(void) {
         cmocka_unit_test(test_stem_fuses_cast),
         cmocka_unit_test(test_stem_cast_with_other_reader),
         cmocka_unit_test(test_stem_left_nchw),
+        cmocka_unit_test(test_flatten_of_pooled_nhwc),
         cmocka_unit_test(test_pack_inference_errors),
         cmocka_unit_test(test_perm_classify),
     };

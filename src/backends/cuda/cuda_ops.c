@@ -159,6 +159,11 @@ bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why_buf, 
      * float tensors to store in half; they keep their types */
     if (!strcmp(op, "Cast") || !strcmp(op, "Shape"))
         return why(why_buf, why_size, "%s keeps its declared types", op);
+    /* NchwToNhwc (a padded stem's input) is made after the FP16 pass with the types it
+     * needs; saying yes here made an FP16 pass re-run over a saved engine's graph put a
+     * second Cast in front of it (float32 -> float16 -> the pack) */
+    if (cuda_node_nhwc(node) && !strcmp(op, "NchwToNhwc"))
+        return why(why_buf, why_size, "%s keeps its declared types", op);
     return can_run(model, node, why_buf, why_size, true, true);
 }
 

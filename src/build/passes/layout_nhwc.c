@@ -8,7 +8,7 @@
  * data tensors are [N, H, W, C] instead of [N, C, H, W]:
  *  - a dense Conv with channel counts that are not multiples of 8 stays NCHW (tensor
  *    cores want multiples of 8), except a *padded stem* when the rules ask for one
- *    (rules->pad_channels, the CUDA backend: 8): a dense Conv with fewer than 8 input
+ *    (rules->pad_channels, the CUDA backend: 4): a dense Conv with fewer than 8 input
  *    channels (ResNet's RGB stem) and output channels in multiples of 8 runs channels-last
  *    with its input channels zero-padded to a multiple of pad_channels. Its input enters
  *    through one kiln.nhwc NchwToNhwc node (ir/ops/ops_nhwc_pack.c) that transposes and
@@ -25,8 +25,9 @@
  *    through one Transpose(perm 0,3,1,2); graph outputs and values a subgraph reads by
  *    name keep their name and NCHW layout (the NHWC node writes a new value and the
  *    Transpose back produces the old one).
- * So a ResNet-50 becomes one NHWC region from the first Conv to the global pool, with a
- * transpose at each end. The CPU backend has no kernels for "kiln.nhwc": the session runs
+ *  - a Flatten(axis 1) of an NHWC value with H = W = 1 (a global pool's) reads it directly.
+ * So a ResNet-50 becomes one NHWC region from the padded stem to the global pool, whose
+ * [N, 1, 1, C] result the Flatten before the classifier reads as it is: no transposes. The CPU backend has no kernels for "kiln.nhwc": the session runs
  * this pass only for a device backend, and only nodes the backend accepts move (the
  * backend's supports() is asked about each node as it would be in the new domain).
  */
@@ -175,6 +176,15 @@ static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place, int64_t cp) {
             for (int i = 0; i < 4; i++) g->values[id].type.dims[i].kind = IR_DIM_CONST, g->values[id].type.dims[i].value = dims[i];
     }
     return id;
+}
+
+/* Whether NCHW reader n (a Flatten at axis 1) of NHWC value v may read it as it is: with
+ * H = W = 1 both layouts hold the same bytes and Flatten gives [N, C] either way (ResNet's
+ * global pool -> Flatten -> Gemm tail: one kernel less per run). */
+static bool flatten_reads_as_is(const ir_graph *g, const ir_node *n, int32_t v) {
+    if (strcmp(n->op_type, "Flatten") || n->domain[0] || ir_node_attr_int(n, "axis", 1) != 1) return false;
+    const ir_type *t = &g->values[v].type;
+    return t->kind == IR_TYPE_TENSOR && t->rank == 4 && t->dims && ir_dim_is(t->dims[1], 1) && ir_dim_is(t->dims[2], 1);
 }
 
 /* The channel count a padded stem pads its input to (build_layout_stem_channels), 0 when
@@ -337,6 +347,8 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
             if (st != KILN_OK) break;
             if (slot) {
                 g->nodes[i].inputs[k] = nhwc_of[v];
+            } else if (relaid[v] && flatten_reads_as_is(g, n, v)) {
+                /* [N, 1, 1, C] is [N, C, 1, 1] byte for byte: no transpose */
             } else if (relaid[v]) {
                 if (nchw_of[v] < 0) {
                     int32_t f = new_value(&c, v, "_nchw", to_nchw);
@@ -421,9 +433,11 @@ static bool be_node_ok(void *user, const ir_model *model, const ir_node *node) {
 kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
                                            kiln_error *err) {
     be_rules r = {be, ctx};
-    /* padded stems (8 channels: cuDNN's half tensor-core kernels want 16-byte channel
-     * groups); KILN_STEM_PAD=0 leaves stems NCHW, KILN_STEM_PAD=4 pads to 4 (for A/B) */
-    int32_t pad = 8;
+    /* padded stems to 4 channels: ResNet-50's 7x7 stem at batch 128 on an H200 took
+     * 0.43 ms padded to 4, 0.63 ms padded to 8 (cuDNN runs both on tensor cores; 8 does
+     * twice the zero work), 1.39 ms NCHW unpadded (docs/BENCHMARKS.md, session 3).
+     * KILN_STEM_PAD=N overrides it (0: stems stay NCHW), for A/B runs */
+    int32_t pad = 4;
     const char *env = getenv("KILN_STEM_PAD");
     if (env && *env) pad = atoi(env);
     build_layout_rules rules = {be_node_ok, &r, pad};
