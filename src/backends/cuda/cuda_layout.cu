@@ -122,9 +122,13 @@ __global__ void k_pool_nhwc(const T *__restrict__ x, T *__restrict__ y, int64_t 
 
 // Half channels-last pooling, 8 channels (16 bytes) per thread: c % 8 == 0. Max in half
 // (__hmax2, exact; a NaN loses against a number as fmaxf's does), average in float.
+// K > 0: a K x K window known at compile time (ResNet's 3x3 max pool), whose loads the
+// compiler unrolls and issues together; K = 0 takes kh, kw at run time.
+template <int K>
 __global__ void k_pool_nhwc_h8(const __half *__restrict__ x, __half *__restrict__ y, int64_t total, int64_t c8,
-                               int64_t h, int64_t w, int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph,
+                               int64_t h, int64_t w, int64_t oh, int64_t ow, int kh_, int kw_, int sh, int sw, int ph,
                                int pw, int dh, int dw, int is_max, int incl_pad) {
+    const int kh = K > 0 ? K : kh_, kw = K > 0 ? K : kw_;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t q = i / c8, cg = i - q * c8;
         int64_t ox = q % ow, r = q / ow, oy = r % oh, b = r / oh;
@@ -137,12 +141,14 @@ __global__ void k_pool_nhwc_h8(const __half *__restrict__ x, __half *__restrict_
 #pragma unroll
         for (int k = 0; k < 8; k++) s[k] = 0.f;
         int cnt = 0;
+#pragma unroll
         for (int ky = 0; ky < kh; ky++) {
             int64_t iy = oy * sh - ph + (int64_t)ky * dh;
+#pragma unroll
             for (int kx = 0; kx < kw; kx++) {
                 int64_t ix = ox * sw - pw + (int64_t)kx * dw;
                 if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
-                    uint4 u = xp[(iy * w + ix) * c8];
+                    uint4 u = __ldg(xp + (iy * w + ix) * c8);
                     const __half2 *v = (const __half2 *)&u;
                     if (is_max) {
 #pragma unroll
@@ -226,8 +232,14 @@ extern "C" int cuda_k_pool2d_nhwc(int half, const void *x, void *y, int64_t n, i
     bool aligned = ((uintptr_t)x % 16) == 0 && ((uintptr_t)y % 16) == 0;
     if (half && c % 8 == 0 && aligned) {
         int64_t t8 = total / 8;
-        k_pool_nhwc_h8<<<grid_1d(t8), kBlock, 0, S(stream)>>>((const __half *)x, (__half *)y, t8, c / 8, h, w, oh, ow,
-                                                              kh, kw, sh, sw, ph, pw, dh, dw, is_max, count_include_pad);
+        if (kh == 3 && kw == 3)
+            k_pool_nhwc_h8<3><<<grid_1d(t8), kBlock, 0, S(stream)>>>((const __half *)x, (__half *)y, t8, c / 8, h, w, oh,
+                                                                     ow, kh, kw, sh, sw, ph, pw, dh, dw, is_max,
+                                                                     count_include_pad);
+        else
+            k_pool_nhwc_h8<0><<<grid_1d(t8), kBlock, 0, S(stream)>>>((const __half *)x, (__half *)y, t8, c / 8, h, w, oh,
+                                                                     ow, kh, kw, sh, sw, ph, pw, dh, dw, is_max,
+                                                                     count_include_pad);
     } else if (half) {
         k_pool_nhwc<__half><<<grid_1d(total), kBlock, 0, S(stream)>>>((const __half *)x, (__half *)y, total, c, h, w,
                                                                       oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, is_max,
