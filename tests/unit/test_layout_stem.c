@@ -157,6 +157,9 @@ static void test_stem_fuses_cast(void **state) {
         assert_string_equal(pk->op_type, "NchwToNhwc");
         assert_string_equal(pk->domain, "kiln.nhwc");
         assert_int_equal(pk->inputs[0], ir_graph_find(g, "x"));
+        char want_name[128];
+        snprintf(want_name, sizeof want_name, "%s_kiln_to_nhwc", g->values[cv->inputs[0]].name);
+        assert_string_equal(pk->name, want_name);
         assert_int_equal(attr_i(pk, "channels"), pad);
         assert_int_equal(attr_i(pk, "to"), KILN_DTYPE_FLOAT16);
         const ir_type *t = &g->values[cv->inputs[0]].type;

@@ -4,7 +4,9 @@
  * Files: cuda_backend.c (the rt_backend table: memory, copies, timers, dispatch),
  * cuda_ops.c (which nodes run here: host-only logic, unit-tested without a GPU),
  * cuda_ops_run.c (elementwise, norm, pooling, data movement through cuda_kernels.cu),
- * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN).
+ * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN),
+ * cuda_layout.cu / cuda_layout_host.c (tiled transposes, the padded stem's NCHW -> NHWC,
+ * channels-last pooling; see cuda_layout.h).
  */
 #ifndef KILN_BACKENDS_CUDA_CUDA_INTERNAL_H
 #define KILN_BACKENDS_CUDA_CUDA_INTERNAL_H

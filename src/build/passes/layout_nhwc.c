@@ -237,6 +237,11 @@ static int32_t stem_input(nhwc_ctx *c, const pass_uses *u, int32_t x, int64_t cp
         pn = &g->nodes[cast];
         a[1] = *ir_node_attr(pn, "to");
         y = x;
+        /* named for what it does now (profiles list it by name) */
+        char *nm = arena_printf(&c->m->arena, "%s_kiln_to_nhwc", g->values[x].name);
+        if (!nm) return IR_NONE;
+        pn->name = nm;
+        pn->name_generated = true;
     } else {
         y = new_value(c, x, "_nhwc_pad", to_nhwc);
         if (y == IR_NONE) return IR_NONE;
