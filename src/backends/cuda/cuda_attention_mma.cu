@@ -1,0 +1,267 @@
+// cuda_attention_mma.cu - the tensor-core attention kernel for float16 Q/K/V (the CUDA
+// backend's Attention and kiln QkvAttention nodes, cuda_attention.c).
+//
+// Why a second kernel: cuda_attention.cu scores one key per lane with CUDA-core dot
+// products; for BERT-base (S = 128, D = 64) that was slower than the unfused cuBLASLt
+// path. Here both products run on tensor cores with mma.sync m16n8k16 (half operands,
+// float32 accumulation), flash-attention style:
+//   - one block = NW warps x 16 query rows of one (batch, head); its Q rows are staged in
+//     shared memory once and each warp keeps its 16 x D slice as A fragments;
+//   - keys and values stream through shared memory in tiles of BC keys, both row-major
+//     as in memory (16-byte copies): the B operand of Q K^T reads K[key][dim] pairs
+//     directly, the one of P V needs V[key][dim] pairs along keys and is loaded with
+//     ldmatrix.trans; rows are padded by 8 halves so a warp's fragment loads and
+//     ldmatrix rows hit different banks;
+//   - the scores of a tile stay in registers: scale, the additive mask (float32 or
+//     float16, any broadcast through strides; staged per tile in shared memory when it
+//     does not depend on the query row, as BERT's [B, 1, 1, L] mask), causal masking,
+//     then an online softmax (running max and sum per row, in the log2 domain for exp2f);
+//   - the probabilities are rounded to half and reused directly as the A fragments of
+//     P V (the accumulator layout of two adjacent 8-key tiles is the A layout of one
+//     16-key step), so they never touch shared memory.
+// Q, K, V and Y are addressed by (batch, head, row) strides with the head dim contiguous:
+// [B, S, H*D] tensors, 4-D [B, H, S, D], or the three thirds of one packed [B, S, 3*H*D]
+// projection (QkvAttention) all work without copies. The head dims must be equal and one
+// of 32, 64, 128; pointers and strides must allow 16-byte loads. Anything else returns
+// cudaErrorNotSupported before launching, and the caller uses cuda_attention.cu.
+// Rows whose keys are all masked (-inf) produce zeros, like the CPU kernel.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float ldm(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ldm(const __half *p, int64_t i) { return __half2float(p[i]); }
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// d += a (16x16, row) * b (16x8, col), half operands, float accumulators.
+__device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t lds32(const __half *p) { return *reinterpret_cast<const uint32_t *>(p); }
+
+// Four 8x8 half matrices from shared memory, transposed (lane l gives the row address of
+// matrix l / 8): the B fragments of two 8-column tiles of a row-major [k][n] tile.
+__device__ __forceinline__ void ldsm4t(uint32_t r[4], const __half *p) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// D: head dim (Q/K and V), BC: keys per tile, NW: warps per block (16 query rows each).
+template <int D, int BC, int NW, typename M>
+__global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ q, const __half *__restrict__ k,
+                                                      const __half *__restrict__ v, const M *__restrict__ mask,
+                                                      __half *__restrict__ y, cuda_att_args a) {
+    constexpr int QP = D + 8; // padded row (halves) of Qs, Ks and Vs
+    constexpr int ROWS = NW * 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half *qs = reinterpret_cast<__half *>(smem_raw);  // [ROWS][QP]
+    __half *ks = qs + ROWS * QP;                         // [BC][QP]
+    __half *vs = ks + BC * QP;                           // [BC][QP]
+    float *ms = reinterpret_cast<float *>(vs + BC * QP); // [BC] row-independent mask tile (log2 domain)
+
+    const int64_t b = blockIdx.y / a.Hq, h = blockIdx.y % a.Hq, hk = h / (a.Hq / a.Hkv);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t row0 = (int64_t)blockIdx.x * ROWS;
+    const __half *qb = q + b * a.q_sb + h * a.q_sh;
+    const __half *kb = k + b * a.k_sb + hk * a.k_sh;
+    const __half *vb = v + b * a.v_sb + hk * a.v_sh;
+    const bool mask_row_free = mask && a.m_si == 0;
+    const M *mb = mask ? mask + b * a.m_sb + h * a.m_sh : nullptr;
+
+    constexpr int C8 = D / 8; // 16-byte chunks per row
+    for (int idx = threadIdx.x; idx < ROWS * C8; idx += NW * 32) {
+        const int r = idx / C8, c = idx % C8;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (row0 + r < a.S) val = *reinterpret_cast<const uint4 *>(qb + (row0 + r) * a.q_ss + c * 8);
+        *reinterpret_cast<uint4 *>(qs + r * QP + c * 8) = val;
+    }
+    __syncthreads();
+    // this warp's Q rows as A fragments, D / 16 k-steps
+    uint32_t qa[D / 16][4];
+    {
+        const __half *qw = qs + warp * 16 * QP;
+#pragma unroll
+        for (int ks16 = 0; ks16 < D / 16; ks16++) {
+            qa[ks16][0] = lds32(qw + g * QP + ks16 * 16 + 2 * t);
+            qa[ks16][1] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t);
+            qa[ks16][2] = lds32(qw + g * QP + ks16 * 16 + 2 * t + 8);
+            qa[ks16][3] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t + 8);
+        }
+    }
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    const int64_t qi[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+    const float sc2 = a.scale * kLog2e;
+
+    for (int64_t j0 = 0; j0 < a.L; j0 += BC) {
+        __syncthreads(); // the previous tile is no longer read
+        for (int idx = threadIdx.x; idx < BC * C8; idx += NW * 32) {
+            const int r = idx / C8, c = idx % C8;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (j0 + r < a.L) {
+                kv = *reinterpret_cast<const uint4 *>(kb + (j0 + r) * a.k_ss + c * 8);
+                vv = *reinterpret_cast<const uint4 *>(vb + (j0 + r) * a.v_ss + c * 8);
+            }
+            *reinterpret_cast<uint4 *>(ks + r * QP + c * 8) = kv;
+            *reinterpret_cast<uint4 *>(vs + r * QP + c * 8) = vv;
+        }
+        if (mask_row_free)
+            for (int idx = threadIdx.x; idx < BC; idx += NW * 32)
+                ms[idx] = j0 + idx < a.L ? ldm(mb, (j0 + idx) * a.m_sj) * kLog2e : -INFINITY;
+        __syncthreads();
+
+        // scores S = Q K^T for this warp's 16 rows x BC keys
+        float s[BC / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const __half *kr = ks + (nt * 8 + g) * QP + 2 * t;
+#pragma unroll
+            for (int ks16 = 0; ks16 < D / 16; ks16++)
+                mma16816(s[nt], qa[ks16][0], qa[ks16][1], qa[ks16][2], qa[ks16][3], lds32(kr + ks16 * 16),
+                         lds32(kr + ks16 * 16 + 8));
+        }
+        // scale, mask, causal, in the log2 domain; new row maxima
+        float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1;
+                const int jl = nt * 8 + 2 * t + (e & 1);
+                const int64_t j = j0 + jl;
+                float val = s[nt][e] * sc2;
+                if (j >= a.L || (a.causal && j > qi[r])) {
+                    val = -INFINITY;
+                } else if (mask_row_free) {
+                    val += ms[jl];
+                } else if (mask) {
+                    const int64_t i = qi[r] < a.S ? qi[r] : a.S - 1;
+                    val += ldm(mb, i * a.m_si + j * a.m_sj) * kLog2e;
+                }
+                s[nt][e] = val;
+                mx[r] = fmaxf(mx[r], val);
+            }
+        }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            // all -inf so far: subtract 0 instead (exp2f(-inf) = 0, no inf - inf)
+            const float base = mx[r] == -INFINITY ? 0.f : mx[r];
+            corr[r] = exp2f(mrow[r] - base);
+            mrow[r] = mx[r];
+            mx[r] = base;
+        }
+        float ls[2] = {0.f, 0.f};
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f(s[nt][e] - mx[e >> 1]);
+                s[nt][e] = p;
+                ls[e >> 1] += p;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) lrow[r] = lrow[r] * corr[r] + ls[r]; // per-thread partial sums
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt++) {
+            o[dt][0] *= corr[0], o[dt][1] *= corr[0];
+            o[dt][2] *= corr[1], o[dt][3] *= corr[1];
+        }
+        // O += P V: P's accumulators are A fragments, 16 keys per step
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            const uint32_t a0 = pack2(s[2 * kk][0], s[2 * kk][1]), a1 = pack2(s[2 * kk][2], s[2 * kk][3]);
+            const uint32_t a2 = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bf[4];
+                ldsm4t(bf, vs + (kk * 16 + (lane & 15)) * QP + dt * 8 + (lane >> 4) * 8);
+                mma16816(o[dt], a0, a1, a2, a3, bf[0], bf[1]);
+                mma16816(o[dt + 1], a0, a1, a2, a3, bf[2], bf[3]);
+            }
+        }
+    }
+    // the row sums are spread over the 4 threads of a group
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    }
+    const float inv[2] = {lrow[0] > 0.f ? 1.f / lrow[0] : 0.f, lrow[1] > 0.f ? 1.f / lrow[1] : 0.f};
+    __half *yb = y + b * a.y_sb + h * a.y_sh;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (qi[r] >= a.S) continue;
+        __half *yr = yb + qi[r] * a.y_ss + 2 * t;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt++)
+            *reinterpret_cast<__half2 *>(yr + dt * 8) =
+                __floats2half2_rn(o[dt][2 * r] * inv[r], o[dt][2 * r + 1] * inv[r]);
+    }
+}
+
+template <int D, int BC, int NW>
+int launch(const void *q, const void *k, const void *v, const void *mask, void *y, const cuda_att_args *a,
+           cudaStream_t s) {
+    constexpr int ROWS = NW * 16;
+    const size_t sm = sizeof(__half) * (size_t)(ROWS + 2 * BC) * (D + 8) + sizeof(float) * BC;
+    dim3 grid((unsigned)((a->S + ROWS - 1) / ROWS), (unsigned)(a->B * a->Hq));
+    if (a->mask_half)
+        k_att_mma<D, BC, NW, __half><<<grid, NW * 32, sm, s>>>((const __half *)q, (const __half *)k,
+                                                                (const __half *)v, (const __half *)mask,
+                                                                (__half *)y, *a);
+    else
+        k_att_mma<D, BC, NW, float><<<grid, NW * 32, sm, s>>>((const __half *)q, (const __half *)k,
+                                                               (const __half *)v, (const float *)mask, (__half *)y,
+                                                               *a);
+    return (int)cudaGetLastError();
+}
+
+bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+}  // namespace
+
+extern "C" int cuda_k_attention_mma(const void *q, const void *k, const void *v, const void *mask, void *y,
+                                    const cuda_att_args *a, int n_sm, void *stream) {
+    if (a->D != a->Dv || (a->D != 32 && a->D != 64 && a->D != 128) || a->Hkv < 1 || a->Hq % a->Hkv != 0 ||
+        a->B * a->Hq > 65535 || a->B <= 0 || a->S <= 0 || a->L <= 0)
+        return (int)cudaErrorNotSupported;
+    if (!al16(q) || !al16(k) || !al16(v) || (a->q_ss | a->k_ss | a->v_ss | a->q_sh | a->k_sh | a->v_sh | a->q_sb |
+                                             a->k_sb | a->v_sb) % 8 != 0 ||
+        (a->y_ss | a->y_sh | a->y_sb) % 2 != 0 || ((uintptr_t)y & 3u))
+        return (int)cudaErrorNotSupported;
+    cudaStream_t s = (cudaStream_t)stream;
+    // 64 query rows per block when that still gives every SM two blocks, else 32 (batch 1)
+    const int64_t blocks64 = (a->S + 63) / 64 * a->B * a->Hq;
+    const bool big = blocks64 >= 2 * (int64_t)(n_sm > 0 ? n_sm : 132);
+    switch (a->D) {
+    case 32: return big ? launch<32, 64, 4>(q, k, v, mask, y, a, s) : launch<32, 64, 2>(q, k, v, mask, y, a, s);
+    case 64: return big ? launch<64, 64, 4>(q, k, v, mask, y, a, s) : launch<64, 64, 2>(q, k, v, mask, y, a, s);
+    default: return big ? launch<128, 32, 4>(q, k, v, mask, y, a, s) : launch<128, 32, 2>(q, k, v, mask, y, a, s);
+    }
+}
