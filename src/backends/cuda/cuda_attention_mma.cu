@@ -8,10 +8,13 @@
 //   - one block = NW warps x 16 query rows of one (batch, head); its Q rows are staged in
 //     shared memory once and each warp keeps its 16 x D slice as A fragments;
 //   - keys and values stream through shared memory in tiles of BC keys, both row-major
-//     as in memory (16-byte copies): the B operand of Q K^T reads K[key][dim] pairs
-//     directly, the one of P V needs V[key][dim] pairs along keys and is loaded with
-//     ldmatrix.trans; rows are padded by 8 halves so a warp's fragment loads and
-//     ldmatrix rows hit different banks;
+//     as in memory, copied with cp.async (16 bytes, no register round trip) into two
+//     buffers, so the next tile loads while this one computes and a block's whole
+//     K/V for 128 keys is requested at once; the B operands come from ldmatrix (K as
+//     stored: K[key][dim] pairs; V with .trans: V[key][dim] pairs along keys); rows are
+//     padded by 8 halves so the 8 row addresses of an ldmatrix hit different banks;
+//   - rows per block (16, 32 or 64) are chosen so that the grid still covers every SM
+//     (batch 1 BERT: 12 heads x 8 blocks of 16 rows);
 //   - the scores of a tile stay in registers: scale, the additive mask (float32 or
 //     float16, any broadcast through strides; staged per tile in shared memory when it
 //     does not depend on the query row, as BERT's [B, 1, 1, L] mask), causal masking,
@@ -65,18 +68,37 @@ __device__ __forceinline__ void ldsm4t(uint32_t r[4], const __half *p) {
                  : "r"(addr));
 }
 
+// 16 bytes global -> shared without a register round trip (zero-filled when !valid),
+// so a thread has all its copies of a tile in flight at once.
+__device__ __forceinline__ void cp16(void *smem, const void *gmem, bool valid) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// Four 8x8 half matrices from shared memory (lane l gives the row address of matrix l/8).
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const __half *p) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
 // D: head dim (Q/K and V), BC: keys per tile, NW: warps per block (16 query rows each).
+// Two tile buffers: tile j + 2 streams in while tile j + 1 waits and tile j computes
+// (for BERT's 128 keys both tiles are requested up front: one memory latency per block).
 template <int D, int BC, int NW, typename M>
 __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ q, const __half *__restrict__ k,
                                                       const __half *__restrict__ v, const M *__restrict__ mask,
                                                       __half *__restrict__ y, cuda_att_args a) {
     constexpr int QP = D + 8; // padded row (halves) of Qs, Ks and Vs
     constexpr int ROWS = NW * 16;
+    constexpr int C8 = D / 8; // 16-byte chunks per row
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __half *qs = reinterpret_cast<__half *>(smem_raw);  // [ROWS][QP]
-    __half *ks = qs + ROWS * QP;                         // [BC][QP]
-    __half *vs = ks + BC * QP;                           // [BC][QP]
-    float *ms = reinterpret_cast<float *>(vs + BC * QP); // [BC] row-independent mask tile (log2 domain)
+    __half *qs = reinterpret_cast<__half *>(smem_raw);      // [ROWS][QP]
+    __half *kvs = qs + ROWS * QP;                            // [2 stages][K, V][BC][QP]
+    float *ms = reinterpret_cast<float *>(kvs + 4 * BC * QP); // [2 stages][BC] per-key mask (log2 domain)
 
     const int64_t b = blockIdx.y / a.Hq, h = blockIdx.y % a.Hq, hk = h / (a.Hq / a.Hkv);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -86,27 +108,30 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
     const __half *vb = v + b * a.v_sb + hk * a.v_sh;
     const bool mask_row_free = mask && a.m_si == 0;
     const M *mb = mask ? mask + b * a.m_sb + h * a.m_sh : nullptr;
+    const int ntiles = (int)((a.L + BC - 1) / BC);
 
-    constexpr int C8 = D / 8; // 16-byte chunks per row
+    auto load_tile = [&](int j, int buf) {
+        __half *ks = kvs + buf * 2 * BC * QP, *vs = ks + BC * QP;
+        const int64_t j0 = (int64_t)j * BC;
+        for (int idx = threadIdx.x; idx < BC * C8; idx += NW * 32) {
+            const int r = idx / C8, c = idx % C8;
+            const bool ok = j0 + r < a.L;
+            const int64_t jr = ok ? j0 + r : 0;
+            cp16(ks + r * QP + c * 8, kb + jr * a.k_ss + c * 8, ok);
+            cp16(vs + r * QP + c * 8, vb + jr * a.v_ss + c * 8, ok);
+        }
+    };
     for (int idx = threadIdx.x; idx < ROWS * C8; idx += NW * 32) {
         const int r = idx / C8, c = idx % C8;
-        uint4 val = make_uint4(0, 0, 0, 0);
-        if (row0 + r < a.S) val = *reinterpret_cast<const uint4 *>(qb + (row0 + r) * a.q_ss + c * 8);
-        *reinterpret_cast<uint4 *>(qs + r * QP + c * 8) = val;
+        const bool ok = row0 + r < a.S;
+        cp16(qs + r * QP + c * 8, qb + (ok ? row0 + r : 0) * a.q_ss + c * 8, ok);
     }
-    __syncthreads();
-    // this warp's Q rows as A fragments, D / 16 k-steps
+    load_tile(0, 0);
+    cp_commit();
+    if (ntiles > 1) load_tile(1, 1);
+    cp_commit();
+
     uint32_t qa[D / 16][4];
-    {
-        const __half *qw = qs + warp * 16 * QP;
-#pragma unroll
-        for (int ks16 = 0; ks16 < D / 16; ks16++) {
-            qa[ks16][0] = lds32(qw + g * QP + ks16 * 16 + 2 * t);
-            qa[ks16][1] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t);
-            qa[ks16][2] = lds32(qw + g * QP + ks16 * 16 + 2 * t + 8);
-            qa[ks16][3] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t + 8);
-        }
-    }
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -114,33 +139,40 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
     const int64_t qi[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
     const float sc2 = a.scale * kLog2e;
 
-    for (int64_t j0 = 0; j0 < a.L; j0 += BC) {
-        __syncthreads(); // the previous tile is no longer read
-        for (int idx = threadIdx.x; idx < BC * C8; idx += NW * 32) {
-            const int r = idx / C8, c = idx % C8;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-            if (j0 + r < a.L) {
-                kv = *reinterpret_cast<const uint4 *>(kb + (j0 + r) * a.k_ss + c * 8);
-                vv = *reinterpret_cast<const uint4 *>(vb + (j0 + r) * a.v_ss + c * 8);
-            }
-            *reinterpret_cast<uint4 *>(ks + r * QP + c * 8) = kv;
-            *reinterpret_cast<uint4 *>(vs + r * QP + c * 8) = vv;
-        }
+    for (int j = 0; j < ntiles; j++) {
+        const int buf = j & 1;
+        const int64_t j0 = (int64_t)j * BC;
+        float *mt = ms + buf * BC;
         if (mask_row_free)
             for (int idx = threadIdx.x; idx < BC; idx += NW * 32)
-                ms[idx] = j0 + idx < a.L ? ldm(mb, (j0 + idx) * a.m_sj) * kLog2e : -INFINITY;
-        __syncthreads();
+                mt[idx] = j0 + idx < a.L ? ldm(mb, (j0 + idx) * a.m_sj) * kLog2e : -INFINITY;
+        cp_wait1(); // this thread's copies of tile j (and Q) have landed
+        __syncthreads(); // ... and everyone else's
+        if (j == 0) { // this warp's Q rows as A fragments, D / 16 k-steps
+            const __half *qw = qs + warp * 16 * QP;
+#pragma unroll
+            for (int ks16 = 0; ks16 < D / 16; ks16++) {
+                qa[ks16][0] = lds32(qw + g * QP + ks16 * 16 + 2 * t);
+                qa[ks16][1] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t);
+                qa[ks16][2] = lds32(qw + g * QP + ks16 * 16 + 2 * t + 8);
+                qa[ks16][3] = lds32(qw + (g + 8) * QP + ks16 * 16 + 2 * t + 8);
+            }
+        }
+        const __half *ks = kvs + buf * 2 * BC * QP, *vs = ks + BC * QP;
 
-        // scores S = Q K^T for this warp's 16 rows x BC keys
+        // scores S = Q K^T for this warp's 16 rows x BC keys; K's B fragments by ldmatrix,
+        // two k-steps (32 dims) per load
         float s[BC / 8][4];
 #pragma unroll
         for (int nt = 0; nt < BC / 8; nt++) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-            const __half *kr = ks + (nt * 8 + g) * QP + 2 * t;
 #pragma unroll
-            for (int ks16 = 0; ks16 < D / 16; ks16++)
-                mma16816(s[nt], qa[ks16][0], qa[ks16][1], qa[ks16][2], qa[ks16][3], lds32(kr + ks16 * 16),
-                         lds32(kr + ks16 * 16 + 8));
+            for (int ks16 = 0; ks16 < D / 16; ks16 += 2) {
+                uint32_t bf[4];
+                ldsm4(bf, ks + (nt * 8 + (lane & 7)) * QP + ks16 * 16 + (lane >> 3) * 8);
+                mma16816(s[nt], qa[ks16][0], qa[ks16][1], qa[ks16][2], qa[ks16][3], bf[0], bf[1]);
+                mma16816(s[nt], qa[ks16 + 1][0], qa[ks16 + 1][1], qa[ks16 + 1][2], qa[ks16 + 1][3], bf[2], bf[3]);
+            }
         }
         // scale, mask, causal, in the log2 domain; new row maxima
         float mx[2] = {mrow[0], mrow[1]};
@@ -150,15 +182,15 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1;
                 const int jl = nt * 8 + 2 * t + (e & 1);
-                const int64_t j = j0 + jl;
+                const int64_t jj = j0 + jl;
                 float val = s[nt][e] * sc2;
-                if (j >= a.L || (a.causal && j > qi[r])) {
+                if (jj >= a.L || (a.causal && jj > qi[r])) {
                     val = -INFINITY;
                 } else if (mask_row_free) {
-                    val += ms[jl];
+                    val += mt[jl];
                 } else if (mask) {
                     const int64_t i = qi[r] < a.S ? qi[r] : a.S - 1;
-                    val += ldm(mb, i * a.m_si + j * a.m_sj) * kLog2e;
+                    val += ldm(mb, i * a.m_si + jj * a.m_sj) * kLog2e;
                 }
                 s[nt][e] = val;
                 mx[r] = fmaxf(mx[r], val);
@@ -205,6 +237,9 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
                 mma16816(o[dt + 1], a0, a1, a2, a3, bf[2], bf[3]);
             }
         }
+        __syncthreads(); // every warp is done with this buffer
+        if (j + 2 < ntiles) load_tile(j + 2, buf);
+        cp_commit(); // possibly empty: keeps one group per tile for cp_wait1
     }
     // the row sums are spread over the 4 threads of a group
 #pragma unroll
@@ -229,7 +264,9 @@ template <int D, int BC, int NW>
 int launch(const void *q, const void *k, const void *v, const void *mask, void *y, const cuda_att_args *a,
            cudaStream_t s) {
     constexpr int ROWS = NW * 16;
-    const size_t sm = sizeof(__half) * (size_t)(ROWS + 2 * BC) * (D + 8) + sizeof(float) * BC;
+    const size_t sm = sizeof(__half) * (size_t)(ROWS + 4 * BC) * (D + 8) + sizeof(float) * 2 * BC;
+    static_assert(sizeof(__half) * (ROWS + 4 * BC) * (D + 8) + sizeof(float) * 2 * BC <= 48 * 1024,
+                  "over the default dynamic shared memory");
     dim3 grid((unsigned)((a->S + ROWS - 1) / ROWS), (unsigned)(a->B * a->Hq));
     if (a->mask_half)
         k_att_mma<D, BC, NW, __half><<<grid, NW * 32, sm, s>>>((const __half *)q, (const __half *)k,
@@ -256,12 +293,15 @@ extern "C" int cuda_k_attention_mma(const void *q, const void *k, const void *v,
         (a->y_ss | a->y_sh | a->y_sb) % 2 != 0 || ((uintptr_t)y & 3u))
         return (int)cudaErrorNotSupported;
     cudaStream_t s = (cudaStream_t)stream;
-    // 64 query rows per block when that still gives every SM two blocks, else 32 (batch 1)
-    const int64_t blocks64 = (a->S + 63) / 64 * a->B * a->Hq;
-    const bool big = blocks64 >= 2 * (int64_t)(n_sm > 0 ? n_sm : 132);
+    // rows per block: the largest of 64 / 32 / 16 that still gives every SM a block (BERT
+    // batch 8: 64; batch 1: 16, 96 blocks); fewer rows per block reread K/V (from L2)
+    const int64_t bh = a->B * a->Hq, sms = n_sm > 0 ? n_sm : 132;
+    const int nw = (a->S + 63) / 64 * bh >= sms ? 4 : (a->S + 31) / 32 * bh >= sms ? 2 : 1;
     switch (a->D) {
-    case 32: return big ? launch<32, 64, 4>(q, k, v, mask, y, a, s) : launch<32, 64, 2>(q, k, v, mask, y, a, s);
-    case 64: return big ? launch<64, 64, 4>(q, k, v, mask, y, a, s) : launch<64, 64, 2>(q, k, v, mask, y, a, s);
-    default: return big ? launch<128, 32, 4>(q, k, v, mask, y, a, s) : launch<128, 32, 2>(q, k, v, mask, y, a, s);
+    case 32: return nw == 4 ? launch<32, 64, 4>(q, k, v, mask, y, a, s)
+                  : nw == 2 ? launch<32, 64, 2>(q, k, v, mask, y, a, s) : launch<32, 64, 1>(q, k, v, mask, y, a, s);
+    case 64: return nw == 4 ? launch<64, 64, 4>(q, k, v, mask, y, a, s)
+                  : nw == 2 ? launch<64, 64, 2>(q, k, v, mask, y, a, s) : launch<64, 64, 1>(q, k, v, mask, y, a, s);
+    default: return nw == 1 ? launch<128, 32, 1>(q, k, v, mask, y, a, s) : launch<128, 32, 2>(q, k, v, mask, y, a, s);
     }
 }
