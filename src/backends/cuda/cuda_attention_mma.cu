@@ -74,6 +74,10 @@ __device__ __forceinline__ void cp16(void *smem, const void *gmem, bool valid) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(valid ? 16 : 0));
 }
+__device__ __forceinline__ void cp4(void *smem, const void *gmem, bool valid) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(valid ? 4 : 0));
+}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
@@ -98,7 +102,7 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half *qs = reinterpret_cast<__half *>(smem_raw);      // [ROWS][QP]
     __half *kvs = qs + ROWS * QP;                            // [2 stages][K, V][BC][QP]
-    float *ms = reinterpret_cast<float *>(kvs + 4 * BC * QP); // [2 stages][BC] per-key mask (log2 domain)
+    float *ms = reinterpret_cast<float *>(kvs + 4 * BC * QP); // [2 stages][BC] per-key mask
 
     const int64_t b = blockIdx.y / a.Hq, h = blockIdx.y % a.Hq, hk = h / (a.Hq / a.Hkv);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -110,21 +114,41 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
     const M *mb = mask ? mask + b * a.m_sb + h * a.m_sh : nullptr;
     const int ntiles = (int)((a.L + BC - 1) / BC);
 
+    // copies: each thread moves the same 16-byte column of rows lr, lr + RSTEP, ... (pointer
+    // increments only; the load phase is a block's critical path at small batch)
+    constexpr int NT = NW * 32, RSTEP = NT / C8;
+    static_assert(NT % C8 == 0 && BC % RSTEP == 0 && ROWS % RSTEP == 0, "tile shapes");
+    const int lr = threadIdx.x / C8, lc = threadIdx.x % C8;
     auto load_tile = [&](int j, int buf) {
-        __half *ks = kvs + buf * 2 * BC * QP, *vs = ks + BC * QP;
+        __half *sk = kvs + buf * 2 * BC * QP + lr * QP + lc * 8, *sv = sk + BC * QP;
         const int64_t j0 = (int64_t)j * BC;
-        for (int idx = threadIdx.x; idx < BC * C8; idx += NW * 32) {
-            const int r = idx / C8, c = idx % C8;
+        const __half *gk = kb + (j0 + lr) * a.k_ss + lc * 8, *gv = vb + (j0 + lr) * a.v_ss + lc * 8;
+#pragma unroll
+        for (int r = lr; r < BC; r += RSTEP) {
             const bool ok = j0 + r < a.L;
-            const int64_t jr = ok ? j0 + r : 0;
-            cp16(ks + r * QP + c * 8, kb + jr * a.k_ss + c * 8, ok);
-            cp16(vs + r * QP + c * 8, vb + jr * a.v_ss + c * 8, ok);
+            cp16(sk, ok ? gk : kb, ok);
+            cp16(sv, ok ? gv : vb, ok);
+            gk += RSTEP * a.k_ss, gv += RSTEP * a.v_ss, sk += RSTEP * QP, sv += RSTEP * QP;
         }
+        // the per-key mask, unscaled (out-of-range keys are -inf'ed where used)
+        if (mask_row_free)
+            for (int idx = threadIdx.x; idx < BC; idx += NT) {
+                const bool ok = j0 + idx < a.L;
+                if constexpr (sizeof(M) == 4)
+                    cp4(ms + buf * BC + idx, ok ? mb + (j0 + idx) * a.m_sj : mb, ok);
+                else
+                    ms[buf * BC + idx] = ok ? ldm(mb, (j0 + idx) * a.m_sj) : 0.f;
+            }
     };
-    for (int idx = threadIdx.x; idx < ROWS * C8; idx += NW * 32) {
-        const int r = idx / C8, c = idx % C8;
-        const bool ok = row0 + r < a.S;
-        cp16(qs + r * QP + c * 8, qb + (ok ? row0 + r : 0) * a.q_ss + c * 8, ok);
+    {
+        __half *sq = qs + lr * QP + lc * 8;
+        const __half *gq = qb + (row0 + lr) * a.q_ss + lc * 8;
+#pragma unroll
+        for (int r = lr; r < ROWS; r += RSTEP) {
+            const bool ok = row0 + r < a.S;
+            cp16(sq, ok ? gq : qb, ok);
+            gq += RSTEP * a.q_ss, sq += RSTEP * QP;
+        }
     }
     load_tile(0, 0);
     cp_commit();
@@ -142,10 +166,7 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
     for (int j = 0; j < ntiles; j++) {
         const int buf = j & 1;
         const int64_t j0 = (int64_t)j * BC;
-        float *mt = ms + buf * BC;
-        if (mask_row_free)
-            for (int idx = threadIdx.x; idx < BC; idx += NW * 32)
-                mt[idx] = j0 + idx < a.L ? ldm(mb, (j0 + idx) * a.m_sj) * kLog2e : -INFINITY;
+        const float *mt = ms + buf * BC;
         cp_wait1(); // this thread's copies of tile j (and Q) have landed
         __syncthreads(); // ... and everyone else's
         if (j == 0) { // this warp's Q rows as A fragments, D / 16 k-steps
@@ -187,7 +208,7 @@ __global__ void __launch_bounds__(NW * 32) k_att_mma(const __half *__restrict__ 
                 if (jj >= a.L || (a.causal && jj > qi[r])) {
                     val = -INFINITY;
                 } else if (mask_row_free) {
-                    val += mt[jl];
+                    val += mt[jl] * kLog2e;
                 } else if (mask) {
                     const int64_t i = qi[r] < a.S ? qi[r] : a.S - 1;
                     val += ldm(mb, i * a.m_si + jj * a.m_sj) * kLog2e;
