@@ -11,7 +11,7 @@
 # nodes:   the ONNX Attention node tests (testdata/node/test_attention*) --gpu-only, TF32
 #          and --fp16 (needs testdata/ copied next to the tree);
 # torch:   torch CUDA-graph rows for BERT FP16 batch 1 and 8 (bench/bench_cuda.py);
-# quick:   kiln run / kiln exec FP16 batch 1 and 8 only; attcases: attention_cases.py only;
+# quick:   kiln run / kiln exec FP16 batch 1 and 8 only; tf32: the same at TF32 batch 1; attcases: attention_cases.py only;
 # ncu:     per-kernel GPU times (ncu, warm caches, one node-by-node run after the first) at
 #          the batches in NCU_BATCHES (default 8) -> $OUT/ncu_b<B>.csv.
 OUT=${OUT:-$PWD/gpu-out}
@@ -55,6 +55,10 @@ for what in "$@"; do
             krun "fp16 b$b" -- --fp16 --shapes "$(sh $b)"
             kexec "fp16 b$b" -- --fp16 --shapes="$(sh $b)"
         done
+        ;;
+    tf32)
+        krun "tf32 b1" -- --shapes "$(sh 1)"
+        kexec "tf32 b1" -- --shapes="$(sh 1)"
         ;;
     attcases)
         timeout 150 python3 tests/gpu/attention_cases.py --kiln "$K" >"$OUT/attention_cases.txt" 2>&1
