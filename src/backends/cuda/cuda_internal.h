@@ -4,7 +4,9 @@
  * Files: cuda_backend.c (the rt_backend table: memory, copies, timers, dispatch),
  * cuda_ops.c (which nodes run here: host-only logic, unit-tested without a GPU),
  * cuda_ops_run.c (elementwise, norm, pooling, data movement through cuda_kernels.cu),
- * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN).
+ * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN),
+ * cuda_layout.cu / cuda_layout_host.c (tiled transposes, the padded stem's NCHW -> NHWC,
+ * channels-last pooling; see cuda_layout.h).
  */
 #ifndef KILN_BACKENDS_CUDA_CUDA_INTERNAL_H
 #define KILN_BACKENDS_CUDA_CUDA_INTERNAL_H
@@ -135,6 +137,7 @@ kiln_status cuda_run_layernorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_batchnorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_nchw_to_nhwc(cuda_ctx *c, rt_node_call *call); /* kiln.nhwc NchwToNhwc */
 kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);

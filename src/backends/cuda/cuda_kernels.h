@@ -59,10 +59,7 @@ int cuda_k_batchnorm(int half, const void *x, const void *scale, const void *bia
 int cuda_k_pool2d(int half, const void *x, void *y, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow, int kh,
                   int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max, int count_include_pad,
                   void *stream);
-/* The same channels-last: x [n, h, w, c] -> y [n, oh, ow, c]. */
-int cuda_k_pool2d_nhwc(int half, const void *x, void *y, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oh,
-                       int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max,
-                       int count_include_pad, void *stream);
+/* Channels-last pooling: cuda_layout.h. */
 /* Global pooling: [rows, cols] -> [rows] mean (is_max 0) or max. */
 int cuda_k_reduce_rows(int half, const void *x, void *y, int64_t rows, int64_t cols, int op, void *stream);
 /* Reduction over the middle axis of [outer, r, inner]; op 0 mean, 1 sum, 2 max, 3 min. */

@@ -61,6 +61,7 @@ static const cuda_op_desc nhwc_ops[] = {
 #endif
     {"MaxPool", cuda_run_pool, 0}, {"AveragePool", cuda_run_pool, 0},
     {"GlobalAveragePool", cuda_run_global_pool, 0}, {"GlobalMaxPool", cuda_run_global_pool, 0},
+    {"NchwToNhwc", cuda_run_nchw_to_nhwc, 0}, /* a padded stem's input (ops_nhwc_pack.c) */
 };
 
 /* kiln's own fused ops (domain "kiln"): QkvAttention from build/passes/merge_qkv.c. */
@@ -168,6 +169,11 @@ bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why_buf, 
      * float tensors to store in half; they keep their types */
     if (!strcmp(op, "Cast") || !strcmp(op, "Shape"))
         return why(why_buf, why_size, "%s keeps its declared types", op);
+    /* NchwToNhwc (a padded stem's input) is made after the FP16 pass with the types it
+     * needs; saying yes here made an FP16 pass re-run over a saved engine's graph put a
+     * second Cast in front of it (float32 -> float16 -> the pack) */
+    if (cuda_node_nhwc(node) && !strcmp(op, "NchwToNhwc"))
+        return why(why_buf, why_size, "%s keeps its declared types", op);
     return can_run(model, node, why_buf, why_size, true, true);
 }
 
@@ -194,6 +200,13 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
     }
     kiln_dtype t0 = in_dtype_as(g, node, 0, as_half);
     if (d->run == cuda_run_shape) return true;
+    if (d->run == cuda_run_nchw_to_nhwc) { /* float32/float16 in, its `to` (or the same) out */
+        const ir_attr *to = ir_node_attr(node, "to");
+        if (!is_float(t0) || in_rank(g, node, 0) != 4 ||
+            (to && (to->type != IR_ATTR_INT || !is_float((kiln_dtype)to->i))))
+            return why(whybuf, why_size, "%s: only 4-D float32/float16 tensors", op);
+        return true;
+    }
     bool movement = d->run == cuda_run_reshape || d->run == cuda_run_transpose || d->run == cuda_run_concat ||
                     d->run == cuda_run_slice || d->run == cuda_run_gather || d->run == cuda_run_expand;
     if (movement) {

@@ -88,7 +88,12 @@ typedef struct build_layout_rules {
     /* whether the node, with its domain set to "kiln.nhwc", can run */
     bool (*node_ok)(void *user, const ir_model *model, const ir_node *node);
     void *user;
+    /* padded stems (layout_nhwc.c): pad a dense Conv's < 8 input channels to a multiple of
+     * this and run it channels-last, when node_ok accepts a kiln.nhwc NchwToNhwc; 0: never */
+    int32_t pad_channels;
 } build_layout_rules;
+/* The channels a padded stem pads Conv n's input to under pad_to, 0 when n is not one. */
+int64_t build_layout_stem_channels(const ir_graph *g, const ir_node *n, int32_t pad_to);
 kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err);
 
 struct rt_backend;
