@@ -6,7 +6,11 @@
  * ([IN, 3*HID], bias [3*HID]) feeding one QkvAttention; the CPU must compute the same Y
  * from the merged graph as from the original (with and without a mask, with a causal
  * flag); near misses (projections of different inputs, a non-constant weight, a
- * projection read twice, biases on only some projections, softcap) stay as they are. */
+ * projection read twice, biases on only some projections, softcap) stay as they are.
+ * The builder runs the device passes for cuda engines (engine contexts run no passes):
+ * a cuda engine built from the exported BERT form (projections + the 13-node attention
+ * block) stores one MatMul + QkvAttention, which the CPU runs to the original's result;
+ * a CPU engine keeps the block. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build/builder.h"
 #include "build/passes/passes.h"
+#include "engine/engine.h"
 #include "diag/diag.h"
 #include "ir/infer.h"
 #include "runtime/session.h"
@@ -244,12 +250,113 @@ static void test_mask_is_used(void **state) {
     assert_true(d1 > 1e-3);
 }
 
+/* The exported form: projections, head split, scores, scale, mask, softmax, merge. */
+static ir_model *exported_block(void) {
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x", "mask"), 2, S("y"), 1);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 3, (int64_t[]){B, SEQ, IN}, NULL);
+    set_type(g, "mask", KILN_DTYPE_FLOAT, 4, (int64_t[]){B, 1, 1, SEQ}, NULL);
+    static const char *const wn[3] = {"wq", "wk", "wv"}, *const bn[3] = {"bq", "bk", "bv"};
+    static const char *const mmo[3] = {"q0", "k0", "v0"}, *const outs[3] = {"q", "k", "v"};
+    static const char *const r4[3] = {"q4r", "k4r", "v4r"}, *const t4[3] = {"q4", "kt", "v4"};
+    int64_t split[4] = {0, 0, H, D}, merge_sh[3] = {0, 0, HID};
+    gb_typed_initializer(g, "split", KILN_DTYPE_INT64, 1, (int64_t[]){4}, split, 8);
+    gb_typed_initializer(g, "merge", KILN_DTYPE_INT64, 1, (int64_t[]){3}, merge_sh, 8);
+    float c = sqrtf((float)D);
+    gb_typed_initializer(g, "c", KILN_DTYPE_FLOAT, 0, NULL, &c, 4);
+    for (int i = 0; i < 3; i++) {
+        float w[IN * HID], b[HID];
+        for (int r = 0; r < IN; r++)
+            for (int col = 0; col < HID; col++) w[r * HID + col] = wval(i, r, col);
+        for (int col = 0; col < HID; col++) b[col] = 0.05f * (float)(col + i);
+        gb_typed_initializer(g, wn[i], KILN_DTYPE_FLOAT, 2, (int64_t[]){IN, HID}, w, 4);
+        gb_typed_initializer(g, bn[i], KILN_DTYPE_FLOAT, 1, (int64_t[]){HID}, b, 4);
+        add_node(g, "MatMul", mmo[i], S("x", wn[i]), 2, S(mmo[i]), 1);
+        add_node(g, "Add", outs[i], S(mmo[i], bn[i]), 2, S(outs[i]), 1);
+        add_node(g, "Reshape", r4[i], S(outs[i], "split"), 2, S(r4[i]), 1);
+        gb_attr_ints(g, add_node(g, "Transpose", t4[i], S(r4[i]), 1, S(t4[i]), 1), "perm",
+                     i == 1 ? (int64_t[]){0, 2, 3, 1} : (int64_t[]){0, 2, 1, 3}, 4);
+    }
+    add_node(g, "MatMul", "qk", S("q4", "kt"), 2, S("scores"), 1);
+    add_node(g, "Div", "scale", S("scores", "c"), 2, S("scaled"), 1);
+    add_node(g, "Add", "addmask", S("scaled", "mask"), 2, S("masked"), 1);
+    gb_attr_int(g, add_node(g, "Softmax", "softmax", S("masked"), 1, S("p"), 1), "axis", -1);
+    add_node(g, "MatMul", "pv", S("p", "v4"), 2, S("ctx"), 1);
+    gb_attr_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
+    add_node(g, "Reshape", "merge_r", S("ctxt", "merge"), 2, S("y"), 1);
+    return m;
+}
+
+static int count_op(const ir_graph *g, const char *domain, const char *op) {
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += !strcmp(g->nodes[i].op_type, op) && !strcmp(g->nodes[i].domain, domain);
+    return n;
+}
+
+static engine_plan *build(const char *backend) {
+    build_options o = build_options_default();
+    o.time_tactics = false;
+    o.backend = backend;
+    o.gpu_arch = "sm_90 NVIDIA H200"; /* the GPU a cuda engine is for (none is used) */
+    o.cuda_version = "13000 13000";
+    o.cublas_version = o.cudnn_version = "1";
+    diag_list dl;
+    diag_list_init(&dl);
+    engine_plan *plan = NULL;
+    kiln_error e = {0};
+    kiln_status st = build_engine(exported_block(), &o, &dl, &plan, NULL, &e);
+    if (st != KILN_OK) fprintf(stderr, "build: %s\n", kiln_err_msg(&e));
+    assert_int_equal(st, KILN_OK);
+    diag_list_free(&dl);
+    return plan;
+}
+
+static void test_cuda_engine_stores_fused_graph(void **state) {
+    (void)state;
+    float ref[B * SEQ * HID], got[B * SEQ * HID];
+    ir_model *m = exported_block();
+    run(m, true, ref);
+    ir_model_free(m);
+    engine_plan *p = build("cuda");
+    const ir_graph *g = p->model->graph;
+    assert_int_equal(count_op(g, "kiln", "QkvAttention"), 1);
+    assert_int_equal(count_op(g, "", "Softmax"), 0);
+    assert_int_equal(count_op(g, "", "Transpose"), 0);
+    assert_int_equal(count_op(g, "", "MatMul"), 1);
+    assert_int_equal(g->n_nodes, 2);
+    /* what a context would run, here on the CPU (no passes: the engine's graph as stored) */
+    rt_session_options o = rt_session_options_default();
+    o.threads = 1;
+    o.run_passes = false;
+    rt_session *s = NULL;
+    kiln_error e = {0};
+    assert_int_equal(rt_session_create(p->model, &o, &s, &e), KILN_OK);
+    rt_value x, mk, out;
+    fill(&x, 3, (int64_t[]){B, SEQ, IN}, 1, false);
+    fill(&mk, 4, (int64_t[]){B, 1, 1, SEQ}, 4, true);
+    const rt_value *ins[] = {&x, &mk};
+    assert_int_equal(rt_session_run(s, S("x", "mask"), ins, 2, &out, &e), KILN_OK);
+    memcpy(got, out.t.data, sizeof got);
+    rt_value_release(&out), rt_value_release(&x), rt_value_release(&mk);
+    rt_session_free(s);
+    engine_plan_free(p);
+    for (int i = 0; i < B * SEQ * HID; i++)
+        assert_true(fabs((double)got[i] - (double)ref[i]) <= 1e-5 + 1e-5 * fabs((double)ref[i]));
+    /* a CPU engine keeps the MatMul/Softmax form (faster on the CPU) */
+    p = build("cpu");
+    assert_int_equal(count_op(p->model->graph, "", "Softmax"), 1);
+    assert_int_equal(count_op(p->model->graph, "kiln", "QkvAttention"), 0);
+    engine_plan_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_block_merges),
         cmocka_unit_test(test_near_misses_stay),
         cmocka_unit_test(test_cpu_merged_equals_original),
         cmocka_unit_test(test_mask_is_used),
+        cmocka_unit_test(test_cuda_engine_stores_fused_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
