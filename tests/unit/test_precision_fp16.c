@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build/io_formats.h"
 #include "build/passes/passes.h"
 #include "core/dtype.h"
 #include "ir/infer.h"
@@ -132,6 +133,53 @@ static void test_half_nodes_casts_and_initializers(void **state) {
     assert_string_equal(g->nodes[g->values[sm->inputs[0]].producer].op_type, "Cast");
     assert_int_equal(dt_of(g, g->outputs[0]), KILN_DTYPE_FLOAT);
     assert_int_equal(dt_of(g, g->inputs[0]), KILN_DTYPE_FLOAT);
+    ir_model_free(m);
+}
+
+/* --inputIOFormats=fp16: the input arrives in half and its widening Cast is cancelled, so
+ * the half MatMul reads the graph input itself and no Cast runs before it. */
+static void test_half_input_cancels_the_round_trip(void **state) {
+    (void)state;
+    ir_model *m = mlp();
+    ir_graph *g = m->graph;
+    build_io_spec in = {1, {KILN_DTYPE_FLOAT16}};
+    kiln_error e = {0};
+    int32_t changed = -1;
+    assert_int_equal(build_apply_io_formats(m, &in, NULL, &changed, &e), KILN_OK);
+    assert_int_equal(changed, 1);
+    assert_int_equal(count_op(g, "Cast"), 1); /* x (float16) -> x_as_float32 */
+    build_fp16_stats st = run_pass(m, S("Softmax", NULL));
+    assert_int_equal(st.casts_cancelled, 1);
+    assert_int_equal(st.casts, 1); /* only r -> float for the Softmax */
+    assert_int_equal(count_op(g, "Cast"), 1);
+    assert_topological(g);
+    const ir_node *mm = find_node(g, "mm");
+    assert_int_equal(mm->inputs[0], g->inputs[0]);
+    assert_int_equal(dt_of(g, g->inputs[0]), KILN_DTYPE_FLOAT16);
+    ir_model_free(m);
+}
+
+/* A widened value also read by a float32 node keeps its Cast for that reader; half
+ * readers still take the float16 source. */
+static void test_widening_cast_kept_for_float_readers(void **state) {
+    (void)state;
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x"), 1, S("y1", "y2"), 2);
+    set_type(g, "x", KILN_DTYPE_FLOAT16, 2, (int64_t[]){2, 3}, NULL);
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    gb_typed_initializer(g, "W", KILN_DTYPE_FLOAT, 2, (int64_t[]){3, 2}, w, 4);
+    ir_node *c = add_node(g, "Cast", "widen", S("x"), 1, S("wide"), 1);
+    gb_attr_int(g, c, "to", KILN_DTYPE_FLOAT);
+    add_node(g, "MatMul", "mm", S("wide", "W"), 2, S("y1"), 1);
+    add_node(g, "Softmax", "sm", S("wide"), 1, S("y2"), 1);
+    infer(m);
+    build_fp16_stats st = run_pass(m, S("Softmax", NULL));
+    assert_int_equal(st.casts_cancelled, 1);
+    assert_topological(g);
+    assert_int_equal(find_node(g, "mm")->inputs[0], ir_graph_find(g, "x"));
+    assert_non_null(find_node(g, "widen")); /* still read by the float32 Softmax */
+    assert_int_equal(find_node(g, "sm")->inputs[0], ir_graph_find(g, "wide"));
     ir_model_free(m);
 }
 
@@ -377,6 +425,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_nodes_casts_and_initializers),
         cmocka_unit_test(test_graph_output_of_half_node_keeps_name_and_type),
+        cmocka_unit_test(test_half_input_cancels_the_round_trip),
+        cmocka_unit_test(test_widening_cast_kept_for_float_readers),
         cmocka_unit_test(test_shared_and_host_inputs),
         cmocka_unit_test(test_no_float_tensors_untouched),
         cmocka_unit_test(test_second_run_changes_nothing),

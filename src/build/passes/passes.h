@@ -57,6 +57,7 @@ typedef struct build_fp16_stats {
     int32_t float_nodes;            /* nodes with float32 tensors left in float32 (fallback) */
     int32_t casts;                  /* Cast nodes inserted at the boundaries */
     int32_t initializers_converted; /* float32 initializers stored as float16 */
+    int32_t casts_cancelled;        /* float16 -> float32 Casts whose half readers now read the source */
 } build_fp16_stats;
 
 /* Attention blocks (MatMul -> scale -> [mask] -> Softmax -> MatMul with the head-split
