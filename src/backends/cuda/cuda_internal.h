@@ -143,6 +143,7 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c */
+kiln_status cuda_run_qkv_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c (domain kiln) */
 /* cuda_gemm.c: half Y[M, N] = act(X[M, K] W[N, K]^T + bias[N] + res[M, N]) through cuBLASLt,
  * its plan kept in *plan (freed with *plan_free); channels-last 1x1 convolutions. bias/res
  * may be NULL; act a cuda_unary_op or -1. */

@@ -424,6 +424,11 @@ extern "C" int cuda_k_softmax(int half, const void *x, void *y, int64_t rows, in
 extern "C" int cuda_k_layernorm(int half, const void *x, const void *scale, const void *bias, void *y, int64_t rows,
                                 int64_t cols, float eps, void *stream) {
     if (rows > 0 && cols > 0) {
+        /* float16 rows of 256..2048 (BERT's 768): one warp per row in registers */
+        if (half) {
+            int e = cuda_k_layernorm_half_rows(x, scale, bias, y, rows, cols, eps, stream);
+            if (e != (int)cudaErrorNotSupported) return e;
+        }
         if (half) k_layernorm<__half><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CH(x), CH(scale), CH(bias), H(y), cols, eps);
         else k_layernorm<float><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CF(x), CF(scale), CF(bias), F(y), cols, eps);
     }

@@ -94,6 +94,17 @@ typedef struct cuda_att_args {
 #define CUDA_ATT_MAX_D 128
 int cuda_k_attention(int half, const void *q, const void *k, const void *v, const void *mask, void *y,
                      const cuda_att_args *a, void *stream);
+/* The tensor-core form for float16 Q/K/V (cuda_attention_mma.cu): head dims equal and 32,
+ * 64 or 128, 16-byte aligned rows. Returns cudaErrorNotSupported (without launching) for
+ * anything else; the caller then uses cuda_k_attention. n_sm picks the block size. */
+/* Vectorised float16 LayerNorm (one warp per row of 256..2048 halves, a multiple of 256)
+ * and in-place GELU (n a multiple of 8; tanh_form 0 = erf) for transformer layers
+ * (cuda_bert_kernels.cu); cudaErrorNotSupported without launching for other cases. */
+int cuda_k_layernorm_half_rows(const void *x, const void *scale, const void *bias, void *y, int64_t rows,
+                               int64_t cols, float eps, void *stream);
+int cuda_k_gelu_half(void *y, int64_t n, int tanh_form, void *stream);
+int cuda_k_attention_mma(const void *q, const void *k, const void *v, const void *mask, void *y,
+                         const cuda_att_args *a, int n_sm, void *stream);
 
 #ifdef __cplusplus
 }

@@ -64,12 +64,22 @@ static const cuda_op_desc nhwc_ops[] = {
     {"NchwToNhwc", cuda_run_nchw_to_nhwc, 0}, /* a padded stem's input (ops_nhwc_pack.c) */
 };
 
+/* kiln's own fused ops (domain "kiln"): QkvAttention from build/passes/merge_qkv.c. */
+static const cuda_op_desc kiln_ops[] = {
+    {"QkvAttention", cuda_run_qkv_attention, 0},
+};
+
 bool cuda_node_nhwc(const ir_node *node) { return node->domain && !strcmp(node->domain, "kiln.nhwc"); }
 
 const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type) {
     if (domain && !strcmp(domain, "kiln.nhwc")) {
         for (size_t i = 0; i < sizeof nhwc_ops / sizeof nhwc_ops[0]; i++)
             if (!strcmp(nhwc_ops[i].op_type, op_type)) return &nhwc_ops[i];
+        return NULL;
+    }
+    if (domain && !strcmp(domain, "kiln")) {
+        for (size_t i = 0; i < sizeof kiln_ops / sizeof kiln_ops[0]; i++)
+            if (!strcmp(kiln_ops[i].op_type, op_type)) return &kiln_ops[i];
         return NULL;
     }
     if (domain && domain[0]) return NULL;
@@ -227,7 +237,7 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         if (d->run == cuda_run_reduce && k > 0) continue;
         /* Attention's additive mask: float32 or float16 whatever Q/K/V are (the FP16 pass
          * keeps masks float32: (1 - m) * -10000 overflows half); bool masks stay on the CPU */
-        if (d->run == cuda_run_attention && k == 3) {
+        if ((d->run == cuda_run_attention && k == 3) || (d->run == cuda_run_qkv_attention && k == 1)) {
             if (!is_float(in_dtype_as(g, node, k, false)))
                 return why(whybuf, why_size, "%s: only float32/float16 masks on the GPU", op);
             continue;
@@ -273,6 +283,17 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
                             mk->type.dims[mr - 1].sym == kk->type.dims[r == 3 ? 1 : 2].sym;
             if (!same_sym) return why(whybuf, why_size, "%s: the mask must span the key length on the GPU", op);
         }
+    }
+    if (d->run == cuda_run_qkv_attention) {
+        /* packed [B, S, 3*H*D] with a known width, head size up to CUDA_ATT_MAX_D; the mask
+         * (if any) spans the sequence (merge_qkv.c only makes nodes that passed the same
+         * Attention checks, but engines are read from files) */
+        const ir_value *x = val(g, node->inputs[0]);
+        int64_t h = ir_node_attr_int(node, "q_num_heads", 0);
+        if (!x || x->type.rank != 3 || x->type.dims[2].kind != IR_DIM_CONST || h < 1 || node->n_inputs > 2 ||
+            node->n_outputs != 1 || x->type.dims[2].value % (3 * h) || x->type.dims[2].value / (3 * h) > CUDA_ATT_MAX_D ||
+            ir_node_attr_int(node, "kv_num_heads", h) != h)
+            return why(whybuf, why_size, "%s: needs a known packed width 3 x heads x head size (<= 128)", op);
     }
     if (d->run == cuda_run_batchnorm && ir_node_attr_int(node, "training_mode", 0) != 0)
         return why(whybuf, why_size, "%s: training mode", op);

@@ -36,6 +36,7 @@ typedef struct build_pass_stats {
     int32_t gelu_fused;     /* GELU subgraphs replaced by one Gelu node */
     int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
     int32_t scale_folded;    /* power-of-two scales after a MatMul folded into weights (fold_scale.c) */
+    int32_t qkv_merged;      /* Q/K/V projections merged into one GEMM + QkvAttention (merge_qkv.c) */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);
@@ -69,6 +70,16 @@ kiln_status build_pass_fold_scale(ir_model *model, const build_pass_options *opt
                                   kiln_error *err);
 kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err);
+
+/* Q/K/V projections of an Attention node -> one MatMul with concatenated weights and a
+ * kiln.QkvAttention reading the packed result (merge_qkv.c). Device backends only. */
+kiln_status build_pass_merge_qkv(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                 kiln_error *err);
+/* The structural passes for a device backend with fused attention kernels, in order:
+ * fuse_attention, then merge_qkv (skipped when env KILN_NO_MERGE_QKV is set, for A/B
+ * measurements). Types must be inferred first. Run by the session (kiln run) and by the
+ * builder for cuda engines, so both execute the same graph. stats may be NULL. */
+kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
 
 /* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
  * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
