@@ -114,6 +114,14 @@ static int32_t new_value(ir_model *m, ir_graph *g, int32_t v, kiln_dtype dt) {
     return id;
 }
 
+/* The value's dtype, also in the declared type type inference restores graph inputs
+ * from (ir_infer resets them to `declared`: without this a later inference would undo
+ * the retyping). */
+static void set_dtype(ir_value *v, kiln_dtype dt) {
+    v->type.dtype = dt;
+    if (v->declared.kind == IR_TYPE_TENSOR || (v->flags & IR_VALUE_DECLARED_SAVED)) v->declared.dtype = dt;
+}
+
 typedef struct io_ctx {
     ir_model *m;
     ir_graph *g;
@@ -146,7 +154,7 @@ static kiln_status retype_input(io_ctx *c, int32_t x, kiln_dtype want) {
     int32_t inner = new_value(c->m, g, x, have);
     if (inner == IR_NONE) return kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory retyping input '%s'", g->values[x].name);
     pass_replace_uses(g, x, inner);
-    g->values[x].type.dtype = want;
+    set_dtype(&g->values[x], want);
     return cast_node(c, x, inner, have, -1);
 }
 
@@ -175,7 +183,7 @@ static kiln_status retype_output(io_ctx *c, int32_t y, kiln_dtype want) {
         if (n->outputs[k] == y) n->outputs[k] = inner;
     g->values[inner].producer = p;
     g->values[y].producer = IR_NONE;
-    g->values[y].type.dtype = want;
+    set_dtype(&g->values[y], want);
     return cast_node(c, inner, y, want, p);
 }
 
