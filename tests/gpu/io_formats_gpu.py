@@ -5,7 +5,7 @@ ResNet-50 (tools/make_zoo.py) FP16 engines at batch B built twice, with float32 
 with `--inputIOFormats=fp16:chw`, fed the same half-representable image: both outputs
 must match ONNX Runtime (FP16 tolerance) and each other; the half-input engine must have
 no Cast left in front of its stem (`kiln inspect --json`: the first layer reads the graph
-input). Prints H2D / GPU compute / latency of both (reported, not asserted) and exits
+input; `nodes` is the engine's graph after the device passes). Prints H2D / GPU compute / latency of both (reported, not asserted) and exits
 non-zero when a check failed.
 
 Usage: io_formats_gpu.py --kiln build-gpu/kiln --zoo /tmp/zoo [--batch 8]
@@ -69,7 +69,7 @@ def main():
             ins = subprocess.run([a.kiln, "inspect", "--json", eng], capture_output=True, text=True, timeout=60)
             try:
                 js = json.loads(ins.stdout)
-                first = js["layers"][0]
+                first = js["nodes"][0]  # the engine's graph after the device passes ("layers": the plan)
                 check(first.get("op") != "Cast", "fp16-in: no Cast before the stem", f"first layer {first.get('name')} ({first.get('op')})")
                 check("float16" in json.dumps(js.get("inputs", js.get("io", ""))), "fp16-in: engine input is float16")
             except (ValueError, KeyError, IndexError) as e:
