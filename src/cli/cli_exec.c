@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cuda/cuda_info.h"
 #include "build/builder.h"
+#include "build/io_formats.h"
 #include "build/profile.h"
 #include "cli/cli.h"
 #include "cli/cli_exec.h"
@@ -257,6 +258,23 @@ static int build_from_onnx(exec_state *s) {
     ir_model *ir = m->ir;
     m->ir = NULL; /* the plan takes the graph over */
     kiln_model_free(m);
+    if (f->input_io_formats || f->output_io_formats) {
+        /* the engine's interface types, before the graph passes (io_formats.h) */
+        build_io_spec in_spec = {0}, out_spec = {0};
+        int32_t changed = 0;
+        bool ok = (!f->input_io_formats || build_io_spec_parse("--inputIOFormats", f->input_io_formats, &in_spec, &err)) &&
+                  (!f->output_io_formats ||
+                   build_io_spec_parse("--outputIOFormats", f->output_io_formats, &out_spec, &err));
+        if (ok) ok = build_apply_io_formats(ir, &in_spec, &out_spec, &changed, &err) == KILN_OK;
+        if (!ok) {
+            perf_log('E', "%s", kiln_err_msg(&err));
+            kiln_err_clear(&err);
+            build_profiles_free(&set);
+            ir_model_free(ir);
+            return CLI_EXIT_USAGE;
+        }
+        perf_log('I', "I/O formats: %d tensor%s retyped at the engine's boundary", changed, changed == 1 ? "" : "s");
+    }
     diag_list diags;
     diag_list_init(&diags);
     double t0 = now_ms();
@@ -326,6 +344,9 @@ static int load_engine(exec_state *s) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
     engine_read_options ro = {.cpu_features = cpu_features(), .display_name = f->load_engine, .defer_weights_crc = true};
+    if (f->input_io_formats || f->output_io_formats)
+        perf_log('W', "--inputIOFormats/--outputIOFormats apply when building: '%s' keeps the I/O types it was built "
+                      "with (kiln inspect lists them)", f->load_engine);
     /* which backend: read the header and META first (cheap), so a cuda engine is checked
      * against this machine's GPU and a CPU engine never touches CUDA */
     {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "build/io_formats.h"
 #include "cli/cli.h"
 #include "core/alloc.h"
 
@@ -25,7 +26,7 @@ static const char *const known_flags[] = {
     "--exportOutput", "--exportTimes", "--exportProfile", "--dumpProfile", "--dumpOutput",
     "--separateProfileRun", "--timingCacheFile", "--verbose", "--device", "--noTF32", "--fp16", "--int8",
     "--best", "--bf16", "--calib", "--backend", "--json", "--help", "--noDataTransfers", "--useCudaGraph",
-    "--noCudaGraph", "--useSpinWait",
+    "--noCudaGraph", "--useSpinWait", "--inputIOFormats", "--outputIOFormats",
 };
 #define N_KNOWN ((int)(sizeof known_flags / sizeof known_flags[0]))
 
@@ -33,7 +34,7 @@ static const char *const known_flags[] = {
  * commands run) with a note that they do not apply to kiln's CPU backend. */
 static const char *const gpu_only_flags[] = {
     "--useManagedMemory", "--explicitBatch",
-    "--inputIOFormats", "--outputIOFormats", "--sparsity", "--useDLACore", "--allowGPUFallback",
+    "--sparsity", "--useDLACore", "--allowGPUFallback",
     "--builderOptimizationLevel", "--profilingVerbosity", "--noBuilderCache", "--tacticSources",
     "--layerPrecisions", "--layerOutputTypes", "--precisionConstraints", "--directIO", "--restricted",
     "--safe", "--consistency", "--stronglyTyped", "--hardwareCompatibilityLevel", "--versionCompatible",
@@ -328,6 +329,17 @@ int exec_flags_parse(int argc, char **argv, exec_flags *f, bool *help, strbuf *e
         } else if (!strcmp(name, "--json")) {
             NEED_VALUE("--json=report.json");
             f->json_report = v;
+        } else if (!strcmp(name, "--inputIOFormats") || !strcmp(name, "--outputIOFormats")) {
+            NEED_VALUE("--inputIOFormats=fp16:chw (one type:format per input, or one for all)");
+            build_io_spec spec;
+            kiln_error e = {0};
+            if (!build_io_spec_parse(name, v, &spec, &e)) {
+                int rc = fail(err, "%s", kiln_err_msg(&e));
+                kiln_err_clear(&e);
+                return rc;
+            }
+            if (name[2] == 'i') f->input_io_formats = v;
+            else f->output_io_formats = v;
         } else if (!strcmp(name, "--timingCacheFile")) {
             NEED_VALUE("--timingCacheFile=timing.cache");
             f->timing_cache = v;
@@ -391,6 +403,10 @@ void exec_print_help(void) {
         "  --memPoolSize=workspace:N  scratch limit per layer (MiB, or with K/M/G: workspace:1G)\n"
         "  --workspace=N            the same in MiB (older trtexec spelling)\n"
         "  --timingCacheFile=FILE   reuse and save kernel timings\n"
+        "  --inputIOFormats=spec    input types the engine takes: type:chw per input, or one for\n"
+        "                           all (fp32, fp16, bf16, int32, int64, int8, uint8, bool);\n"
+        "                           e.g. fp16:chw halves the input copy of an --fp16 engine\n"
+        "  --outputIOFormats=spec   the same for the outputs\n"
         "  --fp16 --int8 --best --bf16 --noTF32 --calib=FILE  precision permissions (CPU: FP32)\n"
         "  --skipInference (--buildOnly)  build (and save) only\n"
         "Inference:\n"

@@ -66,6 +66,8 @@ typedef struct exec_flags {
     bool use_cuda_graph;     /* --useCudaGraph (kiln's default on cuda) */
     bool no_cuda_graph;      /* --noCudaGraph (kiln's own: node-by-node runs) */
     bool use_spin_wait;      /* --useSpinWait (accepted; kiln always waits by blocking sync) */
+    /* --inputIOFormats / --outputIOFormats as given (checked by build_io_spec_parse) */
+    const char *input_io_formats, *output_io_formats;
     /* notes about accepted flags that do not apply (GPU-only): printed as warnings */
     strbuf notes;
     /* the command as typed, for the &&&& lines */

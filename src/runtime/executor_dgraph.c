@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/executor_internal.h"
+#include "runtime/pinned_pool.h"
 #include "runtime/weight_share.h"
 
 /* Ops whose outputs are not a function of their inputs: never per-signature constants. */
@@ -143,7 +144,7 @@ void rt_exec_dg_drop(rt_executor *ex) {
         rt_value_release(&ex->dg.sdev[v]);
     }
     for (int32_t i = 0; ex->dg.hout && i < ex->dg.n_out; i++) {
-        if (ex->dg.hout[i]) ex->be->host_free(ex->bctx, ex->dg.hout[i]);
+        rt_pinned_pool_close(ex->dg.hout[i]); /* buffers still held by outputs go when released */
         ex->dg.hout[i] = NULL;
     }
 }
@@ -267,13 +268,11 @@ static bool dg_record(rt_executor *ex, const rt_value *const *inputs) {
         o->t.device = ex->be->location;
         o->t.free_fn = p ? rt_exec_dev_free : NULL;
         o->t.free_ctx = ex;
-        /* page-locked staging for the copy back: the DMA reads device memory straight
-         * into it (a pageable destination goes through the driver's bounce buffer) */
-        if (st == KILN_OK && ex->dg.hout && s->nbytes && ex->be->host_alloc && ex->be->host_free) {
-            kiln_error he = {0};
-            if (ex->be->host_alloc(ex->bctx, s->nbytes, &ex->dg.hout[i], &he) != KILN_OK) ex->dg.hout[i] = NULL;
-            kiln_err_clear(&he);
-        }
+        /* page-locked outputs: the DMA writes device memory straight into the buffer the
+         * caller gets (a pageable destination goes through the driver's bounce buffer,
+         * and a staging buffer costs a host memcpy per run); 4 in flight per output */
+        if (st == KILN_OK && ex->dg.hout && s->nbytes)
+            ex->dg.hout[i] = rt_pinned_pool_new(ex->be, ex->bctx, s->nbytes, 4);
     }
     /* device copies of the per-signature host values device nodes read, from the last
      * node-by-node run with these shapes; the recording reads them (run_node) */
@@ -351,12 +350,25 @@ static kiln_status dg_replay(rt_executor *ex, const rt_value *const *inputs, rt_
     for (int32_t i = 0; xfer && st == KILN_OK && i < ex->dg.n_out; i++) {
         const rt_tensor *s = &ex->dg.out_sig[i];
         outputs[i].kind = IR_TYPE_TENSOR;
-        st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
-        void *h = ex->dg.hout ? ex->dg.hout[i] : NULL;
+        rt_pinned_pool *pool = ex->dg.hout ? ex->dg.hout[i] : NULL;
+        void *h = s->nbytes ? rt_pinned_pool_take(pool) : NULL;
+        if (h) { /* the page-locked buffer is the output */
+            rt_tensor *t = &outputs[i].t;
+            t->dtype = s->dtype;
+            t->rank = s->rank;
+            memcpy(t->dims, s->dims, sizeof t->dims);
+            t->count = s->count;
+            t->nbytes = s->nbytes;
+            t->data = h;
+            t->device = RT_MEM_HOST;
+            t->free_fn = rt_pinned_pool_give;
+            t->free_ctx = pool;
+        } else {
+            st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
+        }
         if (st == KILN_OK && s->nbytes)
-            st = ex->be->copy(ex->bctx, h ? h : outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes,
-                              RT_COPY_DEVICE_TO_HOST, NULL, err);
-        if (st == KILN_OK && s->nbytes && h) memcpy(outputs[i].t.data, h, (size_t)s->nbytes);
+            st = ex->be->copy(ex->bctx, outputs[i].t.data, ex->dg.dout[i].t.data, s->nbytes, RT_COPY_DEVICE_TO_HOST,
+                              NULL, err);
     }
     if (!xfer && st == KILN_OK && ex->be->stream_sync) st = ex->be->stream_sync(ex->bctx, NULL, err);
     if (st == KILN_OK && timed) st = ex->be->timer_mark(ex->bctx, NULL, &m[3], err);

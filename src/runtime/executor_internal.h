@@ -70,7 +70,8 @@ struct rt_executor {
         int32_t n_vals;
         int32_t n_host_nodes;
         const ir_node *first_other; /* the first host node that is not one of them */
-        void **hout;    /* per output: page-locked host staging for the D2H copy (backend host_alloc), or NULL */
+        struct rt_pinned_pool **hout; /* per output: page-locked buffers the D2H copy writes and the
+                                        * caller gets as the output tensor (pinned_pool.h), or NULL */
         bool no_transfers; /* replays skip the input and output copies (rt_executor_set_transfers) */
         bool collect;   /* this run keeps the sn outputs in shost */
         bool capturing; /* this run is being recorded */

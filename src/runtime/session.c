@@ -119,9 +119,11 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         kiln_err_clear(&ie);
         diag_list_free(&dl);
         /* attention blocks -> one Attention node, which the device runs as one kernel
-         * (build/passes/fuse_attention.c); then --fp16: float16 tensors between the nodes
+         * (build/passes/fuse_attention.c), its Q/K/V projections -> one GEMM
+         * (merge_qkv.c); the builder runs the same for cuda engines (builder.c), whose
+         * sessions have run_passes off. Then --fp16: float16 tensors between the nodes
          * the device runs in half, casts at the boundaries (precision_fp16.c) */
-        if (opts->run_passes) st = build_pass_fuse_attention(model, NULL, NULL, err);
+        if (opts->run_passes) st = build_run_device_passes(model, NULL, err);
         if (st == KILN_OK && opts->fp16) st = build_pass_precision_fp16_backend(model, be, s->bctx, NULL, err);
         /* half convolutions channels-last (layout_nhwc.c): the default for sessions that
          * run the graph passes, KILN_NHWC=0/1 forces it (build_layout_nhwc_wanted) */

@@ -267,6 +267,8 @@ static bool node_has_dtype(const ir_graph *g, const ir_node *n, kiln_dtype dt) {
  * every node that now has float16 tensors is one the GPU runs as typed (the pass and the
  * support rules agree), that the Casts run there, and that graph outputs stay float32.
  * Returns -1 when the file is missing, else the number of half nodes. */
+static int pack_nodes; /* kiln.nhwc NchwToNhwc (padded stems) after the last check_fp16_model */
+
 static int check_fp16_model(const char *path, build_fp16_stats *out, int *attention) {
     kiln_model *km = NULL;
     if (kiln_model_load_file(path, NULL, &km) != KILN_OK) {
@@ -304,9 +306,17 @@ static int check_fp16_model(const char *path, build_fp16_stats *out, int *attent
     assert_int_equal(again.casts, 0);
     assert_int_equal(again.initializers_converted, 0);
     assert_int_equal(g->n_nodes, n_before);
-    build_layout_rules lr = {gpu_node_nhwc, NULL};
+    build_layout_rules lr = {gpu_node_nhwc, NULL, 4}; /* padded stems, as the backend asks */
     int32_t moved = 0;
     assert_int_equal(build_pass_layout_nhwc(m, &lr, &moved, &e), KILN_OK);
+    pack_nodes = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) pack_nodes += !strcmp(g->nodes[i].op_type, "NchwToNhwc");
+    /* the FP16 pass over the channels-last graph (an engine build's session runs it again on
+     * the optimized graph) adds nothing: the padded stem keeps its float32 input */
+    n_before = g->n_nodes;
+    assert_int_equal(build_pass_precision_fp16(m, &r, &again, &e), KILN_OK);
+    assert_int_equal(again.casts, 0);
+    assert_int_equal(g->n_nodes, n_before);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (!node_has_dtype(g, n, KILN_DTYPE_FLOAT16)) continue;
@@ -363,6 +373,10 @@ static void test_fp16_pass_with_gpu_rules(void **state) {
                "converted\n", models[i], att, st.half_nodes, st.float_nodes, st.casts, st.initializers_converted);
         assert_true(r > 0);
         assert_int_equal(att, strcmp(models[i], "bert") ? 0 : 12);
+        /* the RGB stems of the image models run channels-last, padded to 4 channels */
+        bool image = !strcmp(models[i], "resnet50") || !strcmp(models[i], "mobilenetv2");
+        printf("  %s: %d padded stem inputs\n", models[i], pack_nodes);
+        assert_int_equal(pack_nodes, (image && HAVE_DNN) ? 1 : 0);
     }
     if (!zoo) printf("  (KILN_ZOO_DIR not set: zoo models not checked)\n");
     if (!checked) skip();

@@ -141,7 +141,7 @@ static void assert_dims(const ir_graph *g, int32_t v, int rank, const int64_t *d
 static ir_model *laid_out(void) {
     ir_model *m = small_cnn();
     assert_int_equal(infer(m), 0);
-    build_layout_rules r = {all_ok, NULL};
+    build_layout_rules r = {all_ok, NULL, 0};
     int32_t moved = 0;
     kiln_error e = {0};
     assert_int_equal(build_pass_layout_nhwc(m, &r, &moved, &e), KILN_OK);

@@ -9,9 +9,19 @@
  * precision_fp16.c) broadcastable to [B, Hq, S, L] (its last dim must be L), added to the
  * scaled scores. is_causal is supported; softcap, bool masks, past key/values and
  * the extra outputs are not (cuda_ops.c keeps such nodes on the CPU).
+ *
+ * Also kiln's QkvAttention (domain "kiln", build/passes/merge_qkv.c): the same attention
+ * reading Q, K and V as the three thirds of one packed [B, S, 3*H*D] projection (one
+ * merged GEMM instead of three), through the same strides, no copies.
+ *
+ * Kernels: float16 Q/K/V with head sizes 32/64/128 run the tensor-core kernel
+ * (cuda_attention_mma.cu); everything else (float32, other head sizes, misaligned rows)
+ * the CUDA-core kernel (cuda_attention.cu).
  */
+#include <cuda_runtime.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -27,6 +37,33 @@ static void strides(const rt_tensor *t, int64_t H, int64_t D, int64_t *sb, int64
     } else {
         *sb = H * t->dims[2] * D, *sh = t->dims[2] * D, *ss = D;
     }
+}
+
+/* Mask strides for the right-aligned broadcast to [B, Hq, S, L]. */
+static kiln_status mask_strides(rt_node_call *call, const rt_tensor *mask, cuda_att_args *a) {
+    if (!mask) return KILN_OK;
+    if (mask->rank < 1 || mask->rank > 4 || mask->dims[mask->rank - 1] != a->L)
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "the mask's last dim must be the key length %" PRId64, a->L);
+    int64_t full[4] = {a->B, a->Hq, a->S, a->L}, str[4] = {0, 0, 0, 0}, s = 1;
+    for (int32_t i = mask->rank - 1, j = 3; i >= 0; i--, j--) {
+        int64_t d = mask->dims[i];
+        if (d != 1 && d != full[j]) return cuda_node_fail(call, KILN_ERR_SHAPE, "the mask does not broadcast");
+        str[j] = d == 1 ? 0 : s;
+        s *= d;
+    }
+    a->m_sb = str[0], a->m_sh = str[1], a->m_si = str[2], a->m_sj = str[3];
+    a->mask_half = mask->dtype == KILN_DTYPE_FLOAT16;
+    return KILN_OK;
+}
+
+/* The tensor-core kernel when it takes the case, else the CUDA-core one. */
+static kiln_status launch(cuda_ctx *c, rt_node_call *call, bool half, const void *q, const void *k, const void *v,
+                          const void *mask, void *y, const cuda_att_args *a) {
+    if (half && !getenv("KILN_CUDA_ATT_SIMT")) {
+        int e = cuda_k_attention_mma(q, k, v, mask, y, a, c->info.sm_count, c->stream);
+        if (e != (int)cudaErrorNotSupported) return cuda_fail(call, e, "attention kernel (tensor cores)");
+    }
+    return cuda_fail(call, cuda_k_attention(half, q, k, v, mask, y, a, c->stream), "attention kernel");
 }
 
 kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call) {
@@ -74,25 +111,46 @@ kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call) {
     a.causal = ir_node_attr_int(n, "is_causal", 0) != 0;
     if (ir_node_attr_float(n, "softcap", 0.f) != 0.f)
         return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "softcap on the GPU");
-    if (mask) {
-        /* right-aligned broadcast to [B, Hq, S, L] */
-        if (mask->rank < 1 || mask->rank > 4 || mask->dims[mask->rank - 1] != a.L)
-            return cuda_node_fail(call, KILN_ERR_SHAPE, "the mask's last dim must be the key length %" PRId64, a.L);
-        int64_t full[4] = {a.B, a.Hq, a.S, a.L}, str[4] = {0, 0, 0, 0}, s = 1;
-        for (int32_t i = mask->rank - 1, j = 3; i >= 0; i--, j--) {
-            int64_t d = mask->dims[i];
-            if (d != 1 && d != full[j]) return cuda_node_fail(call, KILN_ERR_SHAPE, "the mask does not broadcast");
-            str[j] = d == 1 ? 0 : s;
-            s *= d;
-        }
-        a.m_sb = str[0], a.m_sh = str[1], a.m_si = str[2], a.m_sj = str[3];
-        a.mask_half = mask->dtype == KILN_DTYPE_FLOAT16;
-    }
+    kiln_status st = mask_strides(call, mask, &a);
+    if (st != KILN_OK) return st;
     rt_tensor *y;
-    kiln_status st = cuda_out(c, &call->outputs[0], q->dtype, r, ydims, &y, call->err);
+    st = cuda_out(c, &call->outputs[0], q->dtype, r, ydims, &y, call->err);
     if (st != KILN_OK || !y->count) return st;
     strides(y, a.Hq, a.Dv, &a.y_sb, &a.y_sh, &a.y_ss);
-    return cuda_fail(call, cuda_k_attention(q->dtype == KILN_DTYPE_FLOAT16, q->data, k->data, v->data,
-                                            mask ? mask->data : NULL, y->data, &a, c->stream),
-                     "attention kernel");
+    return launch(c, call, q->dtype == KILN_DTYPE_FLOAT16, q->data, k->data, v->data, mask ? mask->data : NULL,
+                  y->data, &a);
+}
+
+kiln_status cuda_run_qkv_attention(cuda_ctx *c, rt_node_call *call) {
+    const ir_node *n = call->node;
+    const rt_tensor *qkv = in_t(call, 0), *mask = in_t(call, 1);
+    if (!qkv || qkv->rank != 3) return cuda_node_fail(call, KILN_ERR_SHAPE, "QkvAttention needs a 3-D packed input");
+    if (mask && mask->dtype != KILN_DTYPE_FLOAT && mask->dtype != KILN_DTYPE_FLOAT16)
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "the mask must be float32 or float16 on the GPU");
+    cuda_att_args a;
+    memset(&a, 0, sizeof a);
+    a.B = qkv->dims[0], a.S = a.L = qkv->dims[1];
+    a.Hq = a.Hkv = ir_node_attr_int(n, "q_num_heads", 0);
+    if (a.Hq < 1 || ir_node_attr_int(n, "kv_num_heads", a.Hq) != a.Hq || qkv->dims[2] % (3 * a.Hq))
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "the packed width must be 3 x heads x head size");
+    a.D = a.Dv = qkv->dims[2] / (3 * a.Hq);
+    if (a.D > CUDA_ATT_MAX_D) return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "head size over %d on the GPU", CUDA_ATT_MAX_D);
+    if (a.B * a.Hq > 65535) return cuda_node_fail(call, KILN_ERR_LIMIT, "batch x heads over 65535");
+    int64_t hd = a.Hq * a.D;
+    a.q_sb = a.k_sb = a.v_sb = a.S * 3 * hd;
+    a.q_sh = a.k_sh = a.v_sh = a.D;
+    a.q_ss = a.k_ss = a.v_ss = 3 * hd;
+    a.scale = ir_node_attr_float(n, "scale", 1.f / sqrtf((float)a.D));
+    a.causal = ir_node_attr_int(n, "is_causal", 0) != 0;
+    kiln_status st = mask_strides(call, mask, &a);
+    if (st != KILN_OK) return st;
+    int64_t ydims[3] = {a.B, a.S, hd};
+    rt_tensor *y;
+    st = cuda_out(c, &call->outputs[0], qkv->dtype, 3, ydims, &y, call->err);
+    if (st != KILN_OK || !y->count) return st;
+    a.y_sb = a.S * hd, a.y_sh = a.D, a.y_ss = hd;
+    size_t es = qkv->dtype == KILN_DTYPE_FLOAT16 ? 2 : 4;
+    const char *base = qkv->data;
+    return launch(c, call, qkv->dtype == KILN_DTYPE_FLOAT16, base, base + (size_t)hd * es, base + (size_t)(2 * hd) * es,
+                  mask ? mask->data : NULL, y->data, &a);
 }

@@ -12,6 +12,12 @@
  * fastest is kept in the node's state. FP32 GEMMs use TF32 tensor cores unless the
  * backend was created with no_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 vs CUBLAS_COMPUTE_32F).
  *
+ * Residuals (the kiln_residual mark): the residual tensor is cuBLASLt's C and the output
+ * its D (beta = 1), so the epilogue reads it in place: no device copy into Y first, and
+ * the candidates can still be timed (C is not overwritten). Gemm's general C is copied
+ * into Y first (it may broadcast) and then is both C and D; such GEMMs keep the
+ * heuristic's first choice.
+ *
  * FP16, two forms. With FP16 activations (build/passes/precision_fp16.c made the node's
  * tensors float16) A, B, C, D and the bias are all CUDA_R_16F with CUBLAS_COMPUTE_32F: the
  * products accumulate in float32 and D is rounded once. Without that pass (a float32 graph
@@ -85,9 +91,11 @@ static kiln_status layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64
     return KILN_OK;
 }
 
-/* Y (row-major [batch, M, N]) = alpha * opA(A) opB(B) (+ beta * Y) (+ bias[N]) with epilogue. */
+/* Y (row-major [batch, M, N]) = alpha * opA(A) opB(B) (+ beta * C) (+ bias[N]) with
+ * epilogue; C NULL means Y itself (read before written). */
 static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key, const void *A, const void *B,
-                           void *Y, const void *bias, float alpha, float beta) {
+                           void *Y, const void *C, const void *bias, float alpha, float beta) {
+    if (!C) C = Y;
     gemm_plan *p = plan_of(call);
     if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
     cublasStatus_t s;
@@ -130,9 +138,9 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                         (long long)key->sa, (long long)key->sb, key->ta, key->tb, key->epi, key->has_c,
                         key->fp16 + key->half_io /* 0 float, 1 half operands, 2 half I/O */, nres);
         bool cached = nres > 1 && cuda_tactic_best(c, call->node, sig, "lt", nres, true, &best);
-        /* time the candidates on the real buffers; with beta != 0 the output is also an
-         * input, so timing would corrupt it: keep the heuristic's first choice then */
-        if (nres > 1 && beta == 0.f && !cached) {
+        /* time the candidates on the real buffers; with beta != 0 and C = Y the output is
+         * also an input, so timing would corrupt it: keep the heuristic's first choice then */
+        if (nres > 1 && (beta == 0.f || C != Y) && !cached) {
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -142,7 +150,7 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
                 cudaEventRecord(e0, c->stream);
                 bool ok = true;
                 for (int r = 0; r < GEMM_TIMING_REPS && ok; r++)
-                    ok = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, Y, p->lc, Y,
+                    ok = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, Y,
                                         p->lc, &res[i].algo, c->workspace, c->workspace_bytes,
                                         c->stream) == CUBLAS_STATUS_SUCCESS;
                 cudaEventRecord(e1, c->stream);
@@ -161,7 +169,7 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
         p->valid = true;
     }
     if (bias) cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-    s = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, Y, p->lc, Y, p->lc, &p->algo,
+    s = cublasLtMatmul((cublasLtHandle_t)c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, Y, p->lc, &p->algo,
                        c->workspace, c->workspace_bytes, c->stream);
     if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(call, s, "matmul");
     return KILN_OK;
@@ -170,20 +178,21 @@ static kiln_status lt_gemm(cuda_ctx *c, rt_node_call *call, const gemm_key *key,
 /* lt_gemm with FP16 operands when the backend runs FP16: A and B (inputs ia, ib of the
  * node) converted to half (cuda_fp16.c), the result still float32. */
 static kiln_status run_gemm(cuda_ctx *c, rt_node_call *call, gemm_key *key, const rt_tensor *a, int32_t ia,
-                            const rt_tensor *b, int32_t ib, void *Y, const void *bias, float alpha, float beta) {
+                            const rt_tensor *b, int32_t ib, void *Y, const void *C, const void *bias, float alpha,
+                            float beta) {
     if (a->dtype == KILN_DTYPE_FLOAT16) { /* FP16 activations: everything is half already */
         key->fp16 = key->half_io = 1;
-        return lt_gemm(c, call, key, a->data, b->data, Y, bias, alpha, beta);
+        return lt_gemm(c, call, key, a->data, b->data, Y, C, bias, alpha, beta);
     }
     key->fp16 = c->fp16;
-    if (!c->fp16) return lt_gemm(c, call, key, a->data, b->data, Y, bias, alpha, beta);
+    if (!c->fp16) return lt_gemm(c, call, key, a->data, b->data, Y, C, bias, alpha, beta);
     gemm_plan *p = plan_of(call);
     if (!p) return cuda_node_fail(call, KILN_ERR_NOMEM, "out of memory");
     const void *ha, *hb;
     void *sa = NULL, *sb = NULL;
     kiln_status st = cuda_half_operand(c, call, &p->hc, ia, a, &ha, &sa);
     if (st == KILN_OK) st = cuda_half_operand(c, call, &p->hc, ib, b, &hb, &sb);
-    if (st == KILN_OK) st = lt_gemm(c, call, key, ha, hb, Y, bias, alpha, beta);
+    if (st == KILN_OK) st = lt_gemm(c, call, key, ha, hb, Y, C, bias, alpha, beta);
     cuda_scratch_free(c, sa);
     cuda_scratch_free(c, sb);
     return st;
@@ -258,19 +267,26 @@ kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call) {
     const rt_tensor *res = cuda_fused_input_dt(call, "kiln_residual", y->count, a->dtype, &ri, &st);
     if (st != KILN_OK) return st;
     float beta = 0.f;
-    if (res) {
-        st = cuda_fail(call, cudaMemcpyAsync(y->data, res->data, (size_t)y->nbytes, cudaMemcpyDeviceToDevice,
-                                             (cudaStream_t)c->stream), "residual copy");
-        if (st != KILN_OK) return st;
+    if (res) { /* C = the residual, read by the epilogue in place (see the file comment) */
         beta = 1.f;
         key.has_c = 1;
     }
     key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias ? bias->data : NULL, 1.f, beta);
-    if (st == KILN_OK && act >= 0 && !relu)
-        st = cuda_fail(call, cuda_k_bias_act(half, y->data, NULL, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
-                       "activation kernel");
+    /* GELU: cuBLASLt's GELU epilogue is the tanh approximation, so it serves only nodes
+     * that ask for that form (GeluTanh, without a residual: the epilogue applies GELU
+     * before adding C); the exact erf form runs after the GEMM, vectorised for half */
+    bool lt_gelu = act == CU_GELU_TANH && !res;
+    if (lt_gelu) key.epi = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, res ? res->data : NULL, bias ? bias->data : NULL, 1.f, beta);
+    if (st == KILN_OK && act >= 0 && !relu && !lt_gelu) {
+        int e = half && (act == CU_GELU_ERF || act == CU_GELU_TANH)
+                    ? cuda_k_gelu_half(y->data, (int64_t)y->count, act == CU_GELU_TANH, c->stream)
+                    : (int)cudaErrorNotSupported;
+        if (e == (int)cudaErrorNotSupported)
+            e = cuda_k_bias_act(half, y->data, NULL, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream);
+        st = cuda_fail(call, e, "activation kernel");
+    }
     return st;
 }
 
@@ -322,7 +338,7 @@ kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call) {
     }
     key.epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, bias, alpha, gemm_beta);
+    st = run_gemm(c, call, &key, a, 0, b, 1, y->data, NULL, bias, alpha, gemm_beta);
     if (st == KILN_OK && act >= 0 && !relu)
         st = cuda_fail(call, cuda_k_bias_act(half, y->data, NULL, NULL, 1, 1, (int64_t)y->count, act, fa, fb, c->stream),
                        "activation kernel");
@@ -346,13 +362,11 @@ kiln_status cuda_gemm_rows_half(cuda_ctx *c, rt_node_call *call, void **plan, vo
                    : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     float beta = 0.f;
     kiln_status st = KILN_OK;
-    if (res) { /* act(X W^T + bias + res): Y starts as the residual, beta = 1 */
-        st = cuda_fail(call, cudaMemcpyAsync(y, res, (size_t)(M * N) * 2, cudaMemcpyDeviceToDevice,
-                                             (cudaStream_t)c->stream), "residual copy");
+    if (res) { /* act(X W^T + bias + res): the residual is C, read in place, beta = 1 */
         beta = 1.f;
         key.has_c = 1;
     }
-    if (st == KILN_OK) st = lt_gemm(c, call, &key, x, w, y, bias, 1.f, beta);
+    if (st == KILN_OK) st = lt_gemm(c, call, &key, x, w, y, res, bias, 1.f, beta);
     if (st == KILN_OK && act >= 0 && !relu)
         st = cuda_fail(call, cuda_k_bias_act(1, y, NULL, NULL, 1, 1, M * N, act, fa, fb, c->stream), "activation kernel");
     call->state = saved_state;

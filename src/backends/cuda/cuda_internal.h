@@ -4,7 +4,9 @@
  * Files: cuda_backend.c (the rt_backend table: memory, copies, timers, dispatch),
  * cuda_ops.c (which nodes run here: host-only logic, unit-tested without a GPU),
  * cuda_ops_run.c (elementwise, norm, pooling, data movement through cuda_kernels.cu),
- * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN).
+ * cuda_gemm.c (MatMul/Gemm through cuBLASLt), cuda_conv.c (Conv through cuDNN),
+ * cuda_layout.cu / cuda_layout_host.c (tiled transposes, the padded stem's NCHW -> NHWC,
+ * channels-last pooling; see cuda_layout.h).
  */
 #ifndef KILN_BACKENDS_CUDA_CUDA_INTERNAL_H
 #define KILN_BACKENDS_CUDA_CUDA_INTERNAL_H
@@ -135,11 +137,13 @@ kiln_status cuda_run_layernorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_batchnorm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call);
+kiln_status cuda_run_nchw_to_nhwc(cuda_ctx *c, rt_node_call *call); /* kiln.nhwc NchwToNhwc */
 kiln_status cuda_run_reduce(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_matmul(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_gemm(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_conv(cuda_ctx *c, rt_node_call *call);
 kiln_status cuda_run_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c */
+kiln_status cuda_run_qkv_attention(cuda_ctx *c, rt_node_call *call); /* cuda_attention.c (domain kiln) */
 /* cuda_gemm.c: half Y[M, N] = act(X[M, K] W[N, K]^T + bias[N] + res[M, N]) through cuBLASLt,
  * its plan kept in *plan (freed with *plan_free); channels-last 1x1 convolutions. bias/res
  * may be NULL; act a cuda_unary_op or -1. */

@@ -1,6 +1,7 @@
 // cuda_kernels.cu - kiln's own CUDA kernels: elementwise (unary, broadcast binary, Where),
 // strided N-d copies (Transpose/Slice/Concat/Expand), Softmax, LayerNormalization,
-// BatchNormalization, pooling, reductions, Gather, Cast and the bias+activation epilogue
+// BatchNormalization, NCHW pooling (channels-last pooling and the fast transposes are in
+// cuda_layout.cu), reductions, Gather, Cast and the bias+activation epilogue
 // used after cuDNN convolutions. GEMMs and convolutions themselves go to cuBLASLt and
 // cuDNN (cuda_gemm.c, cuda_conv.c). Launchers are extern "C" (cuda_kernels.h).
 //
@@ -262,34 +263,6 @@ __global__ void k_pool2d(const T *__restrict__ x, T *__restrict__ y, int64_t tot
     }
 }
 
-// Channels-last pooling: x [n, h, w, c] -> y [n, oh, ow, c]; consecutive threads take
-// consecutive channels, so loads and stores are coalesced.
-template <typename T>
-__global__ void k_pool2d_nhwc(const T *__restrict__ x, T *__restrict__ y, int64_t total, int64_t c, int64_t h,
-                              int64_t w, int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
-                              int dw, int is_max, int incl_pad) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ch = i % c, ox = (i / c) % ow, oy = (i / (c * ow)) % oh, n = i / (c * ow * oh);
-        const T *xp = x + n * h * w * c + ch;
-        float acc = is_max ? -INFINITY : 0.f;
-        int cnt = 0;
-        for (int ky = 0; ky < kh; ky++) {
-            int64_t iy = oy * sh - ph + (int64_t)ky * dh;
-            for (int kx = 0; kx < kw; kx++) {
-                int64_t ix = ox * sw - pw + (int64_t)kx * dw;
-                if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
-                    float v = ldf(xp, (iy * w + ix) * c);
-                    acc = is_max ? fmaxf(acc, v) : acc + v;
-                    cnt++;
-                } else if (incl_pad && iy < h + ph && ix < w + pw) {
-                    cnt++;
-                }
-            }
-        }
-        stf(y, i, is_max ? acc : (cnt ? acc / (float)cnt : 0.f));
-    }
-}
-
 template <typename T>
 __global__ void k_reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t cols, int op) {
     __shared__ float sh[32];
@@ -451,6 +424,11 @@ extern "C" int cuda_k_softmax(int half, const void *x, void *y, int64_t rows, in
 extern "C" int cuda_k_layernorm(int half, const void *x, const void *scale, const void *bias, void *y, int64_t rows,
                                 int64_t cols, float eps, void *stream) {
     if (rows > 0 && cols > 0) {
+        /* float16 rows of 256..2048 (BERT's 768): one warp per row in registers */
+        if (half) {
+            int e = cuda_k_layernorm_half_rows(x, scale, bias, y, rows, cols, eps, stream);
+            if (e != (int)cudaErrorNotSupported) return e;
+        }
         if (half) k_layernorm<__half><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CH(x), CH(scale), CH(bias), H(y), cols, eps);
         else k_layernorm<float><<<(unsigned)rows, kBlock, 0, S(stream)>>>(CF(x), CF(scale), CF(bias), F(y), cols, eps);
     }
@@ -482,23 +460,6 @@ extern "C" int cuda_k_pool2d(int half, const void *x, void *y, int64_t nc, int64
         else
             k_pool2d<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), F(y), total, h, w, oh, ow, kh, kw, sh, sw,
                                                                        ph, pw, dh, dw, is_max, count_include_pad);
-    }
-    return (int)cudaGetLastError();
-}
-
-extern "C" int cuda_k_pool2d_nhwc(int half, const void *x, void *y, int64_t n, int64_t c, int64_t h, int64_t w,
-                                  int64_t oh, int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
-                                  int is_max, int count_include_pad, void *stream) {
-    int64_t total = n * oh * ow * c;
-    if (total > 0) {
-        if (half)
-            k_pool2d_nhwc<__half><<<grid_for(total), kBlock, 0, S(stream)>>>(CH(x), H(y), total, c, h, w, oh, ow, kh, kw,
-                                                                             sh, sw, ph, pw, dh, dw, is_max,
-                                                                             count_include_pad);
-        else
-            k_pool2d_nhwc<float><<<grid_for(total), kBlock, 0, S(stream)>>>(CF(x), F(y), total, c, h, w, oh, ow, kh, kw,
-                                                                            sh, sw, ph, pw, dh, dw, is_max,
-                                                                            count_include_pad);
     }
     return (int)cudaGetLastError();
 }

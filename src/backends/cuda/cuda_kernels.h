@@ -59,10 +59,7 @@ int cuda_k_batchnorm(int half, const void *x, const void *scale, const void *bia
 int cuda_k_pool2d(int half, const void *x, void *y, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow, int kh,
                   int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max, int count_include_pad,
                   void *stream);
-/* The same channels-last: x [n, h, w, c] -> y [n, oh, ow, c]. */
-int cuda_k_pool2d_nhwc(int half, const void *x, void *y, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oh,
-                       int64_t ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int is_max,
-                       int count_include_pad, void *stream);
+/* Channels-last pooling: cuda_layout.h. */
 /* Global pooling: [rows, cols] -> [rows] mean (is_max 0) or max. */
 int cuda_k_reduce_rows(int half, const void *x, void *y, int64_t rows, int64_t cols, int op, void *stream);
 /* Reduction over the middle axis of [outer, r, inner]; op 0 mean, 1 sum, 2 max, 3 min. */
@@ -97,6 +94,17 @@ typedef struct cuda_att_args {
 #define CUDA_ATT_MAX_D 128
 int cuda_k_attention(int half, const void *q, const void *k, const void *v, const void *mask, void *y,
                      const cuda_att_args *a, void *stream);
+/* The tensor-core form for float16 Q/K/V (cuda_attention_mma.cu): head dims equal and 32,
+ * 64 or 128, 16-byte aligned rows. Returns cudaErrorNotSupported (without launching) for
+ * anything else; the caller then uses cuda_k_attention. n_sm picks the block size. */
+/* Vectorised float16 LayerNorm (one warp per row of 256..2048 halves, a multiple of 256)
+ * and in-place GELU (n a multiple of 8; tanh_form 0 = erf) for transformer layers
+ * (cuda_bert_kernels.cu); cudaErrorNotSupported without launching for other cases. */
+int cuda_k_layernorm_half_rows(const void *x, const void *scale, const void *bias, void *y, int64_t rows,
+                               int64_t cols, float eps, void *stream);
+int cuda_k_gelu_half(void *y, int64_t n, int tanh_form, void *stream);
+int cuda_k_attention_mma(const void *q, const void *k, const void *v, const void *mask, void *y,
+                         const cuda_att_args *a, int n_sm, void *stream);
 
 #ifdef __cplusplus
 }

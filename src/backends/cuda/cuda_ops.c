@@ -61,6 +61,12 @@ static const cuda_op_desc nhwc_ops[] = {
 #endif
     {"MaxPool", cuda_run_pool, 0}, {"AveragePool", cuda_run_pool, 0},
     {"GlobalAveragePool", cuda_run_global_pool, 0}, {"GlobalMaxPool", cuda_run_global_pool, 0},
+    {"NchwToNhwc", cuda_run_nchw_to_nhwc, 0}, /* a padded stem's input (ops_nhwc_pack.c) */
+};
+
+/* kiln's own fused ops (domain "kiln"): QkvAttention from build/passes/merge_qkv.c. */
+static const cuda_op_desc kiln_ops[] = {
+    {"QkvAttention", cuda_run_qkv_attention, 0},
 };
 
 bool cuda_node_nhwc(const ir_node *node) { return node->domain && !strcmp(node->domain, "kiln.nhwc"); }
@@ -69,6 +75,11 @@ const cuda_op_desc *cuda_op_find(const char *domain, const char *op_type) {
     if (domain && !strcmp(domain, "kiln.nhwc")) {
         for (size_t i = 0; i < sizeof nhwc_ops / sizeof nhwc_ops[0]; i++)
             if (!strcmp(nhwc_ops[i].op_type, op_type)) return &nhwc_ops[i];
+        return NULL;
+    }
+    if (domain && !strcmp(domain, "kiln")) {
+        for (size_t i = 0; i < sizeof kiln_ops / sizeof kiln_ops[0]; i++)
+            if (!strcmp(kiln_ops[i].op_type, op_type)) return &kiln_ops[i];
         return NULL;
     }
     if (domain && domain[0]) return NULL;
@@ -158,6 +169,11 @@ bool cuda_op_half_ok(const ir_model *model, const ir_node *node, char *why_buf, 
      * float tensors to store in half; they keep their types */
     if (!strcmp(op, "Cast") || !strcmp(op, "Shape"))
         return why(why_buf, why_size, "%s keeps its declared types", op);
+    /* NchwToNhwc (a padded stem's input) is made after the FP16 pass with the types it
+     * needs; saying yes here made an FP16 pass re-run over a saved engine's graph put a
+     * second Cast in front of it (float32 -> float16 -> the pack) */
+    if (cuda_node_nhwc(node) && !strcmp(op, "NchwToNhwc"))
+        return why(why_buf, why_size, "%s keeps its declared types", op);
     return can_run(model, node, why_buf, why_size, true, true);
 }
 
@@ -184,6 +200,13 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
     }
     kiln_dtype t0 = in_dtype_as(g, node, 0, as_half);
     if (d->run == cuda_run_shape) return true;
+    if (d->run == cuda_run_nchw_to_nhwc) { /* float32/float16 in, its `to` (or the same) out */
+        const ir_attr *to = ir_node_attr(node, "to");
+        if (!is_float(t0) || in_rank(g, node, 0) != 4 ||
+            (to && (to->type != IR_ATTR_INT || !is_float((kiln_dtype)to->i))))
+            return why(whybuf, why_size, "%s: only 4-D float32/float16 tensors", op);
+        return true;
+    }
     bool movement = d->run == cuda_run_reshape || d->run == cuda_run_transpose || d->run == cuda_run_concat ||
                     d->run == cuda_run_slice || d->run == cuda_run_gather || d->run == cuda_run_expand;
     if (movement) {
@@ -214,7 +237,7 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
         if (d->run == cuda_run_reduce && k > 0) continue;
         /* Attention's additive mask: float32 or float16 whatever Q/K/V are (the FP16 pass
          * keeps masks float32: (1 - m) * -10000 overflows half); bool masks stay on the CPU */
-        if (d->run == cuda_run_attention && k == 3) {
+        if ((d->run == cuda_run_attention && k == 3) || (d->run == cuda_run_qkv_attention && k == 1)) {
             if (!is_float(in_dtype_as(g, node, k, false)))
                 return why(whybuf, why_size, "%s: only float32/float16 masks on the GPU", op);
             continue;
@@ -260,6 +283,17 @@ static bool can_run(const ir_model *model, const ir_node *node, char *whybuf, si
                             mk->type.dims[mr - 1].sym == kk->type.dims[r == 3 ? 1 : 2].sym;
             if (!same_sym) return why(whybuf, why_size, "%s: the mask must span the key length on the GPU", op);
         }
+    }
+    if (d->run == cuda_run_qkv_attention) {
+        /* packed [B, S, 3*H*D] with a known width, head size up to CUDA_ATT_MAX_D; the mask
+         * (if any) spans the sequence (merge_qkv.c only makes nodes that passed the same
+         * Attention checks, but engines are read from files) */
+        const ir_value *x = val(g, node->inputs[0]);
+        int64_t h = ir_node_attr_int(node, "q_num_heads", 0);
+        if (!x || x->type.rank != 3 || x->type.dims[2].kind != IR_DIM_CONST || h < 1 || node->n_inputs > 2 ||
+            node->n_outputs != 1 || x->type.dims[2].value % (3 * h) || x->type.dims[2].value / (3 * h) > CUDA_ATT_MAX_D ||
+            ir_node_attr_int(node, "kv_num_heads", h) != h)
+            return why(whybuf, why_size, "%s: needs a known packed width 3 x heads x head size (<= 128)", op);
     }
     if (d->run == cuda_run_batchnorm && ir_node_attr_int(node, "training_mode", 0) != 0)
         return why(whybuf, why_size, "%s: training mode", op);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_layout.h"
 #include "core/dtype.h"
 
 static const rt_tensor *in_t(const rt_node_call *call, int32_t k) {
@@ -284,7 +285,18 @@ kiln_status cuda_run_transpose(cuda_ctx *c, rt_node_call *call) {
     row_major_strides(dims, x->rank, nd.out_str);
     rt_tensor *y;
     st = cuda_out(c, &call->outputs[0], x->dtype, x->rank, dims, &y, call->err);
-    if (st != KILN_OK) return st;
+    if (st != KILN_OK || y->count == 0) return st;
+    /* layout conversions (NCHW <-> NHWC) are batched 2-D transposes: the tiled kernel
+     * (cuda_layout.cu); moving only size-1 axes is a copy */
+    int64_t nb = 0, rows = 0, cols = 0;
+    int kind = cuda_perm_classify(x->rank, x->dims, perm, &nb, &rows, &cols);
+    if (kind == CUDA_PERM_COPY)
+        return cuda_fail(call, (int)cudaMemcpyAsync(y->data, x->data, (size_t)x->nbytes, cudaMemcpyDeviceToDevice,
+                                                    (cudaStream_t)c->stream),
+                         "transpose copy");
+    if (kind == CUDA_PERM_BATCHED && (rows + 31) / 32 <= 65535)
+        return cuda_fail(call, cuda_k_transpose_batched(x->data, y->data, elem_size(x->dtype), nb, rows, cols, c->stream),
+                         "transpose kernel");
     return cuda_fail(call, cuda_k_copy_nd(x->data, y->data, elem_size(x->dtype), (int64_t)y->count, &nd, c->stream),
                      "transpose kernel");
 }
@@ -563,6 +575,25 @@ kiln_status cuda_run_pool(cuda_ctx *c, rt_node_call *call) {
                                          (int)sh, (int)sw, (int)pt, (int)pl, (int)dh, (int)dw, is_max,
                                          (int)ir_node_attr_int(n, "count_include_pad", 0), c->stream),
                      "pool kernel");
+}
+
+/* kiln.nhwc NchwToNhwc (a padded stem's input, build/passes/layout_nhwc.c):
+ * x [N, C, H, W] -> y [N, H, W, channels] in `to` (default x's dtype), zeros above C. */
+kiln_status cuda_run_nchw_to_nhwc(cuda_ctx *c, rt_node_call *call) {
+    const rt_tensor *x = IN(0);
+    if (x->rank != 4 || (x->dtype != KILN_DTYPE_FLOAT && x->dtype != KILN_DTYPE_FLOAT16))
+        return cuda_node_fail(call, KILN_ERR_UNSUPPORTED, "NchwToNhwc takes a 4-D float32/float16 tensor");
+    int64_t cp = ir_node_attr_int(call->node, "channels", x->dims[1]);
+    kiln_dtype to = (kiln_dtype)ir_node_attr_int(call->node, "to", x->dtype);
+    if (cp < x->dims[1] || cp > ((int64_t)1 << 24) || (to != KILN_DTYPE_FLOAT && to != KILN_DTYPE_FLOAT16))
+        return cuda_node_fail(call, KILN_ERR_SHAPE, "NchwToNhwc: channels below the input's or a non-float 'to'");
+    int64_t dims[4] = {x->dims[0], x->dims[2], x->dims[3], cp};
+    rt_tensor *y;
+    kiln_status st = cuda_out(c, &call->outputs[0], to, 4, dims, &y, call->err);
+    if (st != KILN_OK) return st;
+    return cuda_fail(call, cuda_k_nchw_to_nhwc(x->data, is_half(x), y->data, to == KILN_DTYPE_FLOAT16, x->dims[0],
+                                               x->dims[1], x->dims[2] * x->dims[3], cp, c->stream),
+                     "NCHW to NHWC kernel");
 }
 
 kiln_status cuda_run_global_pool(cuda_ctx *c, rt_node_call *call) {

@@ -6,8 +6,17 @@
  * every node the backend can run channels-last into the internal domain "kiln.nhwc"
  * (same op_type: Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool), whose
  * data tensors are [N, H, W, C] instead of [N, C, H, W]:
- *  - a dense Conv with channel counts that are not multiples of 8 (an image stem) stays
- *    NCHW: tensor cores gain nothing there;
+ *  - a dense Conv with channel counts that are not multiples of 8 stays NCHW (tensor
+ *    cores want multiples of 8), except a *padded stem* when the rules ask for one
+ *    (rules->pad_channels, the CUDA backend: 4): a dense Conv with fewer than 8 input
+ *    channels (ResNet's RGB stem) and output channels in multiples of 8 runs channels-last
+ *    with its input channels zero-padded to a multiple of pad_channels. Its input enters
+ *    through one kiln.nhwc NchwToNhwc node (ir/ops/ops_nhwc_pack.c) that transposes and
+ *    pads in one pass, and its weight is stored OHWI with zero input channels. When that
+ *    input is the FP16 pass's float32->float16 Cast of a graph input read only here, the
+ *    Cast itself becomes the NchwToNhwc (its `to` kept): float32 NCHW in, float16 NHWC
+ *    out, one kernel. At batch 128 on an H200 the NCHW stem cost 3.1 of 7.6 ms (the
+ *    conv in NCHW, a transpose of its 205 MB output to NHWC);
  *  - a Conv's weight initializer [O, C/g, KH, KW] is stored [O, KH, KW, C/g] (a new
  *    initializer; a Conv whose weight is not a constant stays NCHW); its bias stays [O];
  *    a fused residual (kiln_residual) is a data tensor like x and y;
@@ -16,8 +25,9 @@
  *    through one Transpose(perm 0,3,1,2); graph outputs and values a subgraph reads by
  *    name keep their name and NCHW layout (the NHWC node writes a new value and the
  *    Transpose back produces the old one).
- * So a ResNet-50 becomes one NHWC region from the first Conv to the global pool, with a
- * transpose at each end. The CPU backend has no kernels for "kiln.nhwc": the session runs
+ *  - a Flatten(axis 1) of an NHWC value with H = W = 1 (a global pool's) reads it directly.
+ * So a ResNet-50 becomes one NHWC region from the padded stem to the global pool, whose
+ * [N, 1, 1, C] result the Flatten before the classifier reads as it is: no transposes. The CPU backend has no kernels for "kiln.nhwc": the session runs
  * this pass only for a device backend, and only nodes the backend accepts move (the
  * backend's supports() is asked about each node as it would be in the new domain).
  */
@@ -27,6 +37,7 @@
 #include "build/passes/pass_util.h"
 #include "build/passes/passes.h"
 #include "ir/ops/ops.h"
+#include "ir/symdim.h"
 #include "runtime/backend.h"
 
 static bool is_layout_op(const ir_node *n) {
@@ -104,43 +115,48 @@ static kiln_status add_transpose(nhwc_ctx *c, int32_t from, int32_t to, const in
     return pass_append_unary(c->m, c->g, &c->ins, "Transpose", "transpose", from, to, &a, after, c->err);
 }
 
-/* Conv weight [O, C, KH, KW] -> [O, KH, KW, C]: in place when this node is its only
- * reader (the OIHW copy would otherwise stay in the graph unread, and in a saved engine's
- * WEIGHTS), else a new initializer; IR_NONE when the weight is not a plain constant. */
-static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place) {
+/* Conv weight [O, C, KH, KW] -> [O, KH, KW, Cp] (Cp >= C; channels C.. are zero, for a
+ * padded stem): in place when this node is its only reader (the OIHW copy would otherwise
+ * stay in the graph unread, and in a saved engine's WEIGHTS), else a new initializer;
+ * IR_NONE when the weight is not a plain constant. */
+static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place, int64_t cp) {
     ir_graph *g = c->g;
     const ir_tensor *t = pass_const(g, w);
     if (!t || t->rank != 4 || !t->data || (g->values[w].flags & IR_VALUE_GRAPH_INPUT)) return IR_NONE;
     uint64_t esz = (uint64_t)kiln_dtype_bits(t->dtype) / 8;
     if (esz == 0 || t->nbytes != t->count * esz) return IR_NONE;
     int64_t O = t->dims[0], C = t->dims[1], KH = t->dims[2], KW = t->dims[3];
+    if (cp < C) cp = C;
     rt_tensor tmp;
     memset(&tmp, 0, sizeof tmp);
-    int64_t dims[4] = {O, KH, KW, C};
-    if (rt_tensor_alloc(&tmp, t->dtype, 4, dims, c->err) != KILN_OK) return IR_NONE;
+    int64_t dims[4] = {O, KH, KW, cp};
+    if (rt_tensor_alloc_zero(&tmp, t->dtype, 4, dims, c->err) != KILN_OK) return IR_NONE;
     const uint8_t *s = t->data;
     uint8_t *d = tmp.data;
     for (int64_t o = 0; o < O; o++)
         for (int64_t ci = 0; ci < C; ci++)
             for (int64_t y = 0; y < KH; y++)
                 for (int64_t x = 0; x < KW; x++)
-                    memcpy(d + (uint64_t)(((o * KH + y) * KW + x) * C + ci) * esz,
+                    memcpy(d + (uint64_t)(((o * KH + y) * KW + x) * cp + ci) * esz,
                            s + (uint64_t)(((o * C + ci) * KH + y) * KW + x) * esz, (size_t)esz);
     if (in_place) {
         ir_tensor *nt = ARENA_NEW(&c->m->arena, ir_tensor);
         int64_t *nd = ARENA_ARRAY(&c->m->arena, int64_t, 4);
         ir_dim *vd = ARENA_ARRAY(&c->m->arena, ir_dim, 4);
-        uint8_t *raw = arena_alloc(&c->m->arena, (size_t)t->nbytes + 64);
+        size_t nbytes = (size_t)tmp.nbytes;
+        uint8_t *raw = arena_alloc(&c->m->arena, nbytes + 64);
         if (!nt || !nd || !vd || !raw) {
             rt_tensor_release(&tmp);
             return IR_NONE;
         }
         uint8_t *al = (uint8_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-        memcpy(al, tmp.data, (size_t)t->nbytes);
+        memcpy(al, tmp.data, nbytes);
         rt_tensor_release(&tmp);
         *nt = *t;
         memcpy(nd, dims, sizeof dims);
         nt->dims = nd;
+        nt->count = (uint64_t)(O * KH * KW * cp);
+        nt->nbytes = nbytes;
         nt->data = al;
         nt->where = IR_DATA_OWNED;
         for (int i = 0; i < 4; i++) vd[i].kind = IR_DIM_CONST, vd[i].value = dims[i];
@@ -162,6 +178,108 @@ static int32_t weight_nhwc(nhwc_ctx *c, int32_t w, bool in_place) {
     return id;
 }
 
+/* Whether NCHW reader n (a Flatten at axis 1) of NHWC value v may read it as it is: with
+ * H = W = 1 both layouts hold the same bytes and Flatten gives [N, C] either way (ResNet's
+ * global pool -> Flatten -> Gemm tail: one kernel less per run). */
+static bool flatten_reads_as_is(const ir_graph *g, const ir_node *n, int32_t v) {
+    if (strcmp(n->op_type, "Flatten") || n->domain[0] || ir_node_attr_int(n, "axis", 1) != 1) return false;
+    const ir_type *t = &g->values[v].type;
+    return t->kind == IR_TYPE_TENSOR && t->rank == 4 && t->dims && ir_dim_is(t->dims[1], 1) && ir_dim_is(t->dims[2], 1);
+}
+
+/* The channel count a padded stem pads its input to (build_layout_stem_channels), 0 when
+ * the Conv is not one. */
+int64_t build_layout_stem_channels(const ir_graph *g, const ir_node *n, int32_t pad_to) {
+    if (pad_to < 2 || pad_to > 64 || strcmp(n->op_type, "Conv") || n->domain[0] || n->n_inputs < 2 ||
+        ir_node_attr_int(n, "group", 1) != 1)
+        return 0;
+    const ir_tensor *w = pass_const(g, n->inputs[1]);
+    if (!w || w->rank != 4 || w->dims[0] % 8 || w->dims[1] < 1 || w->dims[1] >= 8 || w->dims[1] % pad_to == 0)
+        return 0;
+    /* the input must be NCHW: produced by a node this pass leaves alone, or a graph input */
+    int32_t x = n->inputs[0];
+    if (x < 0 || x >= g->n_values) return 0;
+    int32_t p = g->values[x].producer;
+    if (p >= 0 && p < g->n_nodes && is_layout_op(&g->nodes[p])) return 0;
+    return (w->dims[1] + pad_to - 1) / pad_to * pad_to;
+}
+
+/* Whether the NCHW value x (read only by the stem, not pinned) is the FP16 pass's Cast of
+ * float32 to float16: that Cast then becomes the NchwToNhwc itself. */
+static int32_t fusable_cast(const ir_graph *g, const pass_uses *u, int32_t x) {
+    if (x < 0 || x >= g->n_values || u->count[x] != 1 || u->pinned[x]) return -1;
+    int32_t p = g->values[x].producer;
+    if (p < 0 || p >= g->n_nodes) return -1;
+    const ir_node *cn = &g->nodes[p];
+    if (strcmp(cn->op_type, "Cast") || cn->domain[0] || cn->n_inputs != 1 || cn->n_outputs != 1) return -1;
+    const ir_attr *to = ir_node_attr(cn, "to");
+    int32_t s = cn->inputs[0];
+    if (!to || to->type != IR_ATTR_INT || to->i != KILN_DTYPE_FLOAT16 || vrank(g, s) != 4) return -1;
+    kiln_dtype st = g->values[s].init ? g->values[s].init->dtype : g->values[s].type.dtype;
+    return st == KILN_DTYPE_FLOAT ? p : -1;
+}
+
+/* The stem's input x [N, C, H, W] as [N, H, W, cp]: the fusable Cast rewritten in place,
+ * or a new NchwToNhwc node after x's producer. Returns the value the Conv reads. */
+static int32_t stem_input(nhwc_ctx *c, const pass_uses *u, int32_t x, int64_t cp, int32_t after) {
+    ir_graph *g = c->g;
+    ir_attr *a = ARENA_ARRAY(&c->m->arena, ir_attr, 2);
+    if (!a) return IR_NONE;
+    memset(a, 0, 2 * sizeof *a);
+    a[0].name = "channels";
+    a[0].type = IR_ATTR_INT;
+    a[0].i = cp;
+    a[0].doc = "";
+    int32_t cast = fusable_cast(g, u, x);
+    int32_t y;
+    ir_node *pn;
+    if (cast >= 0) {
+        pn = &g->nodes[cast];
+        a[1] = *ir_node_attr(pn, "to");
+        y = x;
+        /* named for what it does now (profiles list it by name) */
+        char *nm = arena_printf(&c->m->arena, "%s_kiln_to_nhwc", g->values[x].name);
+        if (!nm) return IR_NONE;
+        pn->name = nm;
+        pn->name_generated = true;
+    } else {
+        y = new_value(c, x, "_nhwc_pad", to_nhwc);
+        if (y == IR_NONE) return IR_NONE;
+        if (pass_append_unary(c->m, g, &c->ins, "NchwToNhwc", "to_nhwc", x, y, &a[0], after, c->err) != KILN_OK)
+            return IR_NONE;
+        pn = &g->nodes[g->values[y].producer];
+    }
+    pn->domain = "kiln.nhwc";
+    pn->op_type = "NchwToNhwc";
+    pn->op = ir_op_lookup("kiln.nhwc", "NchwToNhwc");
+    pn->attrs = a;
+    pn->n_attrs = cast >= 0 ? 2 : 1;
+    ir_type *t = &g->values[y].type;
+    if (t->kind == IR_TYPE_TENSOR && t->rank == 4 && t->dims) {
+        ir_dim *d = ARENA_ARRAY(&c->m->arena, ir_dim, 4);
+        if (!d) return IR_NONE;
+        d[0] = t->dims[0], d[1] = t->dims[2], d[2] = t->dims[3];
+        d[3] = ir_dim_const(cp);
+        t->dims = d;
+    }
+    if (cast >= 0) t->dtype = KILN_DTYPE_FLOAT16;
+    return y;
+}
+
+/* Asks the rules whether the stem's NchwToNhwc could run, by presenting the Conv itself
+ * as one (its input is the pack's input; the question is about op and input type). */
+static bool pack_ok(const build_layout_rules *r, ir_model *m, ir_node *n) {
+    ir_node save = *n;
+    n->domain = "kiln.nhwc";
+    n->op_type = "NchwToNhwc";
+    n->n_inputs = 1;
+    n->n_outputs = 0;
+    n->n_attrs = 0;
+    bool ok = r->node_ok(r->user, m, n);
+    *n = save;
+    return ok;
+}
+
 static kiln_status reorder(nhwc_ctx *c) {
     return pass_place_appended_nodes(c->g, c->n0, c->ins.n, c->ins.after, c->err);
 }
@@ -180,7 +298,8 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
     int32_t *nhwc_of = malloc(((size_t)nv0 + 1) * sizeof *nhwc_of);
     int32_t *nchw_of = malloc(((size_t)nv0 + 1) * sizeof *nchw_of);
     int32_t *prod = malloc(((size_t)nv0 + 1) * sizeof *prod);
-    if (!nhwc || !relaid || !nhwc_of || !nchw_of || !prod) {
+    int64_t *stem = calloc((size_t)c.n0 + 1, sizeof *stem); /* padded stem: its channels */
+    if (!nhwc || !relaid || !nhwc_of || !nchw_of || !prod || !stem) {
         st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the NHWC pass");
         goto done;
     }
@@ -193,8 +312,14 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
             const ir_tensor *w = n->n_inputs >= 2 ? pass_const(g, n->inputs[1]) : NULL;
             if (!w || w->rank != 4) continue;
             /* tensor cores want channel counts in multiples of 8: a dense convolution
-             * with fewer (ResNet's 3-channel stem) stays NCHW */
-            if (ir_node_attr_int(n, "group", 1) == 1 && (w->dims[0] % 8 || w->dims[1] % 8)) continue;
+             * with fewer stays NCHW, unless it is a stem whose input the rules pad */
+            if (ir_node_attr_int(n, "group", 1) == 1 && (w->dims[0] % 8 || w->dims[1] % 8)) {
+                stem[i] = build_layout_stem_channels(g, n, rules->pad_channels);
+                if (!stem[i] || !pack_ok(rules, model, n)) {
+                    stem[i] = 0;
+                    continue;
+                }
+            }
         }
         /* ask the backend about the node as it would be */
         const char *dom = n->domain;
@@ -209,6 +334,16 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
             int32_t v = n->inputs[k];
             if (v < 0 || v >= nv0) continue;
             bool slot = nhwc[i] && data_slot(n, k);
+            if (slot && k == 0 && stem[i]) { /* read only here (fusable_cast) or a fresh pack */
+                int32_t y = stem_input(&c, &u, v, stem[i], prod[v]);
+                if (y == IR_NONE) {
+                    st = kiln_err_set(err, KILN_ERR_NOMEM, "node '%s': out of memory padding the stem's input",
+                                      g->nodes[i].name);
+                    break;
+                }
+                g->nodes[i].inputs[0] = y;
+                continue;
+            }
             if (slot && nhwc_of[v] < 0) {
                 int32_t h = new_value(&c, v, "_nhwc", to_nhwc);
                 st = h == IR_NONE ? KILN_ERR_NOMEM : add_transpose(&c, v, h, to_nhwc, prod[v]);
@@ -217,6 +352,8 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
             if (st != KILN_OK) break;
             if (slot) {
                 g->nodes[i].inputs[k] = nhwc_of[v];
+            } else if (relaid[v] && flatten_reads_as_is(g, n, v)) {
+                /* [N, 1, 1, C] is [N, C, 1, 1] byte for byte: no transpose */
             } else if (relaid[v]) {
                 if (nchw_of[v] < 0) {
                     int32_t f = new_value(&c, v, "_nchw", to_nchw);
@@ -230,7 +367,7 @@ kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *ru
         if (!strcmp(g->nodes[i].op_type, "Conv")) {
             int32_t w0 = g->nodes[i].inputs[1];
             bool only = w0 >= 0 && w0 < nv0 && u.count[w0] == 1 && !u.pinned[w0];
-            int32_t w = weight_nhwc(&c, w0, only);
+            int32_t w = weight_nhwc(&c, w0, only, stem[i]);
             if (w == IR_NONE) {
                 st = kiln_err_set(err, KILN_ERR_NOMEM, "node '%s': out of memory storing the weight NHWC",
                                   g->nodes[i].name);
@@ -272,6 +409,7 @@ done:
     free(nhwc_of);
     free(nchw_of);
     free(prod);
+    free(stem);
     free(c.ins.after);
     pass_uses_free(&u);
     return st;
@@ -300,6 +438,13 @@ static bool be_node_ok(void *user, const ir_model *model, const ir_node *node) {
 kiln_status build_pass_layout_nhwc_backend(ir_model *model, const struct rt_backend *be, void *ctx, int32_t *moved,
                                            kiln_error *err) {
     be_rules r = {be, ctx};
-    build_layout_rules rules = {be_node_ok, &r};
+    /* padded stems to 4 channels: ResNet-50's 7x7 stem at batch 128 on an H200 took
+     * 0.43 ms padded to 4, 0.63 ms padded to 8 (cuDNN runs both on tensor cores; 8 does
+     * twice the zero work), 1.39 ms NCHW unpadded (docs/BENCHMARKS.md, session 3).
+     * KILN_STEM_PAD=N overrides it (0: stems stay NCHW), for A/B runs */
+    int32_t pad = 4;
+    const char *env = getenv("KILN_STEM_PAD");
+    if (env && *env) pad = atoi(env);
+    build_layout_rules rules = {be_node_ok, &r, pad};
     return build_pass_layout_nhwc(model, &rules, moved, err);
 }

@@ -1,4 +1,6 @@
 /* passes.c - runs the graph passes in order (see passes.h). */
+#include <stdlib.h>
+
 #include "build/passes/passes.h"
 
 #include <string.h>
@@ -47,4 +49,10 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
 
 kiln_status build_run_passes(ir_model *model, const build_pass_options *opts, kiln_error *err) {
     return build_run_passes_stats(model, opts, NULL, err);
+}
+
+kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, kiln_error *err) {
+    kiln_status st = build_pass_fuse_attention(model, NULL, stats, err);
+    if (st == KILN_OK && !getenv("KILN_NO_MERGE_QKV")) st = build_pass_merge_qkv(model, NULL, stats, err);
+    return st;
 }

@@ -36,6 +36,7 @@ typedef struct build_pass_stats {
     int32_t gelu_fused;     /* GELU subgraphs replaced by one Gelu node */
     int32_t attention_fused; /* attention blocks replaced by one Attention node (fuse_attention.c) */
     int32_t scale_folded;    /* power-of-two scales after a MatMul folded into weights (fold_scale.c) */
+    int32_t qkv_merged;      /* Q/K/V projections merged into one GEMM + QkvAttention (merge_qkv.c) */
 } build_pass_stats;
 
 build_pass_options build_pass_options_default(void);
@@ -56,6 +57,7 @@ typedef struct build_fp16_stats {
     int32_t float_nodes;            /* nodes with float32 tensors left in float32 (fallback) */
     int32_t casts;                  /* Cast nodes inserted at the boundaries */
     int32_t initializers_converted; /* float32 initializers stored as float16 */
+    int32_t casts_cancelled;        /* float16 -> float32 Casts whose half readers now read the source */
 } build_fp16_stats;
 
 /* Attention blocks (MatMul -> scale -> [mask] -> Softmax -> MatMul with the head-split
@@ -69,6 +71,16 @@ kiln_status build_pass_fold_scale(ir_model *model, const build_pass_options *opt
 kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                       kiln_error *err);
 
+/* Q/K/V projections of an Attention node -> one MatMul with concatenated weights and a
+ * kiln.QkvAttention reading the packed result (merge_qkv.c). Device backends only. */
+kiln_status build_pass_merge_qkv(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
+                                 kiln_error *err);
+/* The structural passes for a device backend with fused attention kernels, in order:
+ * fuse_attention, then merge_qkv (skipped when env KILN_NO_MERGE_QKV is set, for A/B
+ * measurements). Types must be inferred first. Run by the session (kiln run) and by the
+ * builder for cuda engines, so both execute the same graph. stats may be NULL. */
+kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
+
 /* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
  * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
  * C] data tensors), Transposes at the region boundaries. Device backends only (the CPU has
@@ -77,7 +89,12 @@ typedef struct build_layout_rules {
     /* whether the node, with its domain set to "kiln.nhwc", can run */
     bool (*node_ok)(void *user, const ir_model *model, const ir_node *node);
     void *user;
+    /* padded stems (layout_nhwc.c): pad a dense Conv's < 8 input channels to a multiple of
+     * this and run it channels-last, when node_ok accepts a kiln.nhwc NchwToNhwc; 0: never */
+    int32_t pad_channels;
 } build_layout_rules;
+/* The channels a padded stem pads Conv n's input to under pad_to, 0 when n is not one. */
+int64_t build_layout_stem_channels(const ir_graph *g, const ir_node *n, int32_t pad_to);
 kiln_status build_pass_layout_nhwc(ir_model *model, const build_layout_rules *rules, int32_t *moved, kiln_error *err);
 
 struct rt_backend;

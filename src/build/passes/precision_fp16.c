@@ -16,6 +16,9 @@
  *  - a float32 node (or a host-read argument of a half node, rules.input_half false, e.g.
  *    Clip's bounds) reading a value that became float16 reads it through one Cast back to
  *    float32; Shape and Size, which read only dims, read the float16 value directly.
+ *  - a float32 value that is a Cast of a float16 value (an --inputIOFormats=fp16 input) is
+ *    not cast back: its half readers read the float16 source, and the widening Cast goes
+ *    when nothing else reads it;
  *  - additive attention masks stay float32: Attention's attn_mask input is a float32 slot
  *    whatever the backend says, and a half node whose float results are read only by such
  *    slots (or by nodes sent back this way; not graph outputs) goes back to float32,
@@ -202,6 +205,39 @@ static kiln_status convert_initializer(fp16_ctx *c, int32_t v) {
     return KILN_OK;
 }
 
+/* The float16 value v was widened from when its producer (original index p) is a Cast
+ * to float32 of a float16 value (an --inputIOFormats=fp16 input, or the model's own
+ * round trip), else -1. Narrowing it back is exact, so half readers take the source. */
+static int32_t widened_half(const ir_graph *g, int32_t p, int32_t v) {
+    if (p < 0 || p >= g->n_nodes) return -1;
+    const ir_node *n = &g->nodes[p];
+    if (n->domain[0] || strcmp(n->op_type, "Cast") || n->n_inputs != 1 || n->n_outputs != 1 || n->outputs[0] != v)
+        return -1;
+    return vtype(g, n->inputs[0]) == KILN_DTYPE_FLOAT16 ? n->inputs[0] : -1;
+}
+
+/* Removes the widening Casts whose every reader now reads their half source (nothing
+ * reads them and they are not graph outputs). */
+static kiln_status drop_unread_casts(ir_graph *g, const int32_t *vals, int32_t n, kiln_error *err) {
+    pass_uses u;
+    kiln_status st = pass_uses_compute(g, &u, err);
+    if (st != KILN_OK) return st;
+    bool *dead = calloc((size_t)g->n_nodes + 1, sizeof *dead);
+    if (!dead) {
+        pass_uses_free(&u);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
+    }
+    bool any = false;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = vals[i], p = g->values[v].producer;
+        if (p >= 0 && !u.count[v] && !u.pinned[v]) dead[p] = any = true;
+    }
+    if (any) pass_remove_nodes(g, dead);
+    free(dead);
+    pass_uses_free(&u);
+    return KILN_OK;
+}
+
 /* Puts the inserted Casts in place (after their producers) and recomputes producers. */
 static kiln_status reorder(fp16_ctx *c) {
     return pass_place_appended_nodes(c->g, c->n0, c->ins.n, c->ins.after, c->err);
@@ -225,7 +261,9 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
     int32_t *half_of = malloc(((size_t)nv0 + 1) * sizeof *half_of);
     int32_t *float_of = malloc(((size_t)nv0 + 1) * sizeof *float_of);
     int32_t *prod = malloc(((size_t)nv0 + 1) * sizeof *prod); /* original producer index */
-    if (!half || !conv_ok || !retyped || !half_of || !float_of || !prod) {
+    int32_t *bypassed = malloc(((size_t)nv0 + 1) * sizeof *bypassed); /* widening Casts skipped */
+    int32_t n_bypassed = 0;
+    if (!half || !conv_ok || !retyped || !half_of || !float_of || !prod || !bypassed) {
         st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory in the FP16 pass");
         goto done;
     }
@@ -264,7 +302,13 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
             if (v < 0 || v >= nv0) continue;
             bool hs = half_slot(rules, half, i, n, k);
             if (hs && vtype(g, v) == KILN_DTYPE_FLOAT && half_of[v] < 0) {
-                if (conv_ok[v]) {
+                int32_t src = widened_half(g, prod[v], v);
+                if (src >= 0) {
+                    /* float16 -> float32 -> float16 is exact: read the half source */
+                    half_of[v] = src;
+                    if (n_bypassed < nv0) bypassed[n_bypassed++] = v;
+                    stats->casts_cancelled++;
+                } else if (conv_ok[v]) {
                     st = convert_initializer(&c, v);
                     half_of[v] = v;
                     stats->initializers_converted++;
@@ -313,7 +357,9 @@ kiln_status build_pass_precision_fp16(ir_model *model, const build_fp16_rules *r
         }
     }
     if (st == KILN_OK) st = reorder(&c);
+    if (st == KILN_OK && n_bypassed) st = drop_unread_casts(g, bypassed, n_bypassed, err);
 done:
+    free(bypassed);
     free(half);
     free(conv_ok);
     free(retyped);
