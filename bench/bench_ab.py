@@ -40,10 +40,17 @@ def shapes_arg(model, batch):
                     for n, spec in make_zoo.INPUTS[model].items())
 
 
+# kiln never uses OpenBLAS threads when its own AVX2 GEMM runs (cpu_threadpool.c), but
+# OpenBLAS starts an idle server thread at load that spins with sched_yield for a while:
+# it added a variable ~0.1-0.3 s of CPU to each short `kiln run`, which made the
+# difference-based CPU figure below swing (even negative). Keep it from starting.
+KILN_ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+
+
 def kiln_wall_min(exe, path, model, batch, threads, iters):
     cmd = [exe, "run", str(path), "--inputs-random", "--iterations", str(iters), "--warmUp", "1",
            "--threads", str(threads), "--shapes", shapes_arg(model, batch)]
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, env=KILN_ENV).stdout
     m = re.search(r"min = ([\d.]+) ms", out)
     return float(m.group(1)) if m else float("nan")
 
@@ -52,7 +59,7 @@ def kiln_cpu_per_run(exe, path, model, batch, iters):
     def cpu_of(n):
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([exe, "run", str(path), "--inputs-random", "--iterations", str(n), "--warmUp", "0",
-                        "--threads", "1", "--shapes", shapes_arg(model, batch)], capture_output=True)
+                        "--threads", "1", "--shapes", shapes_arg(model, batch)], capture_output=True, env=KILN_ENV)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         return (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
     return (cpu_of(iters + 1) - cpu_of(1)) / iters * 1e3

@@ -252,7 +252,12 @@ def run_layers(exe, lines, threads, reps):
     with tempfile.NamedTemporaryFile("w", suffix=".spec", delete=False) as f:
         f.write("\n".join(lines) + "\n")
         spec = f.name
-    r = subprocess.run([str(exe), spec, str(threads), str(reps)], capture_output=True, text=True)
+    # OPENBLAS_NUM_THREADS=1: bench_layers creates a kiln pool per layer, and each one sets
+    # OpenBLAS's thread count, which woke OpenBLAS's idle server thread into a sched_yield
+    # spin (perf: ~1.3 CPUs busy during a 1-thread run on the 2-core dev machine). kiln's
+    # own kernels do not use OpenBLAS threads (cpu_threadpool.c), so this only removes noise.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([str(exe), spec, str(threads), str(reps)], capture_output=True, text=True, env=env)
     os.unlink(spec)
     if r.returncode != 0:
         print("bench_layers failed: " + r.stderr[:500], file=sys.stderr)

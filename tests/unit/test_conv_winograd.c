@@ -275,6 +275,9 @@ static void test_gemm_local_packing(void **state) {
         {1, 3, 95, 97, 20, {3, 3, 3, 3}, true, true, "Relu", 7, 2}, /* N = 48 x 49, K = 147 */
         {1, 64, 47, 50, 32, {0, 0, 0, 0}, true, true, "Relu", 1, 1}, /* 1x1, N = 2350 */
         {2, 96, 40, 41, 24, {0, 0, 0, 0}, false, false, "Clip", 1, 1},
+        /* N = 600: 5 column blocks, the last of 6 panels with 8 valid columns: per-task B
+         * on 2 threads too (2 blocks per thread suffice), fewer tasks than 4 per thread */
+        {1, 256, 20, 30, 32, {0, 0, 0, 0}, true, true, "Relu", 1, 1},
     };
     for (int threads = 1; threads <= 2; threads++) {
         cpu_threadpool *pool = NULL;

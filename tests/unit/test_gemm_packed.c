@@ -118,7 +118,11 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, boo
 static void run_shapes(cpu_threadpool *pool) {
     static const int64_t shapes[][3] = {{1, 1, 1},    {1, 17, 3},   {7, 1, 5},    {6, 16, 256}, {5, 15, 257},
                                         {13, 33, 1},  {64, 49, 513}, {73, 129, 64}, {128, 48, 300}, {2, 200, 9},
-                                        {37, 21, 600}};
+                                        {37, 21, 600},
+                                        /* 3 x 3 tasks with a 1-panel last m-block and a 3-panel last
+                                         * n-block: more tasks than a 2- or 3-thread pool hands out
+                                         * at once, one task per hand-out (cpu_parallel_for_each) */
+                                        {150, 300, 70}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 2; pb++)
             for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
@@ -134,6 +138,9 @@ static void test_packed_vs_reference(void **state) {
     cpu_threadpool *pool = NULL;
     kiln_error err = {0};
     assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    run_shapes(pool);
+    cpu_threadpool_free(pool);
+    assert_int_equal(cpu_threadpool_create(3, &pool, &err), KILN_OK);
     run_shapes(pool);
     cpu_threadpool_free(pool);
 }
@@ -247,7 +254,15 @@ static void test_conv_packed_matches_im2col(void **state) {
     static const int64_t cases[][9] = {{3, 23, 23, 8, 7, 2, 3, 1, 1},  {5, 9, 14, 7, 3, 1, 1, 1, 1},
                                        {4, 17, 5, 13, 3, 2, 1, 1, 1},  {6, 11, 11, 6, 3, 1, 2, 2, 1},
                                        {8, 10, 9, 12, 3, 1, 1, 1, 4},  {2, 2, 3, 3, 3, 1, 1, 1, 1},
-                                       {16, 7, 7, 33, 3, 1, 1, 1, 1}};
+                                       {16, 7, 7, 33, 3, 1, 1, 1, 1},
+                                       /* stride 2 with output rows of >= 16 columns: whole
+                                        * kernel rows packed at once (cpu_conv_gather16_s2_taps)
+                                        * next to the clipped left/right/top/bottom panels; an
+                                        * even kernel; a kernel row split by a k-block edge
+                                        * (K = 13*5*5 = 325: blocks of 163) */
+                                       {3, 64, 96, 8, 7, 2, 3, 1, 1},  {3, 70, 70, 8, 7, 2, 3, 1, 1},
+                                       {4, 40, 70, 5, 3, 2, 1, 1, 1},  {3, 20, 80, 4, 4, 2, 1, 1, 1},
+                                       {13, 30, 80, 6, 5, 2, 2, 1, 1}};
     cpu_threadpool *pool = NULL;
     kiln_error err = {0};
     assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);

@@ -1,7 +1,8 @@
 /* test_threadpool.c - the CPU thread pool covers every index exactly once, runs inline
  * without a pool, survives nesting and concurrent submitters; the spin-then-sleep hand-off
  * (many short jobs, jobs after the workers slept, freeing while they spin, KILN_SPIN_US,
- * identical results at 1 and 2 threads); cpu_features honours
+ * identical results at 1 and 2 threads); cpu_parallel_for_each hands out single items;
+ * cpu_features honours
  * KILN_CPU_ISA. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,11 @@
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_kernel.h"
+
+typedef struct nested_each {
+    cpu_threadpool *pool;
+    atomic_int total;
+} nested_each;
 
 typedef struct cover {
     atomic_int *hits;
@@ -81,6 +88,47 @@ static void test_covers_every_index_once(void **state) {
     /* many small jobs back to back: workers must not miss a generation or hang */
     for (int r = 0; r < 2000; r++) check_cover(pool, 64, 1);
     cpu_threadpool_free(pool);
+}
+
+/* cpu_parallel_for_each: every index exactly once, one index per call (so a thread that
+ * finishes early takes the next single item), for sizes around the thread count, with
+ * and without a pool, and nested inside another job. */
+static void check_each(cpu_threadpool *pool, int64_t n, bool nested_call) {
+    cover c;
+    memset(&c, 0, sizeof c);
+    c.hits = calloc((size_t)n + 1, sizeof *c.hits);
+    c.n = n;
+    c.min_len = INT64_MAX;
+    cpu_parallel_for_each(pool, n, mark, &c);
+    for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+    if (pool && cpu_threadpool_size(pool) > 1 && n > 1 && !nested_call)
+        assert_int_equal(atomic_load(&c.calls), (int)n);
+    if (nested_call && n > 0) assert_int_equal(atomic_load(&c.calls), 1); /* inline, in one call */
+    if (n == 0) assert_int_equal(atomic_load(&c.calls), 0);
+    free(c.hits);
+}
+
+static void each_outer(void *user, int64_t b, int64_t e) {
+    nested_each *n = user;
+    for (int64_t i = b; i < e; i++) check_each(n->pool, 5, true); /* runs inline: a nested call */
+    atomic_fetch_add(&n->total, (int)(e - b));
+}
+
+static void test_for_each_items(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    int64_t sizes[] = {0, 1, 2, 3, 5, 8, 90, 361};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check_each(NULL, sizes[i], false);
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(cpu_threadpool_create(t, &pool, &err), KILN_OK);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check_each(pool, sizes[i], false);
+        for (int r = 0; r < 500; r++) check_each(pool, 7, false); /* back to back, short */
+        nested_each ne = {pool, 0};
+        cpu_parallel_for_each(pool, 9, each_outer, &ne);
+        assert_int_equal(atomic_load(&ne.total), 9);
+        cpu_threadpool_free(pool);
+    }
 }
 
 static void test_uses_several_threads(void **state) {
@@ -310,6 +358,7 @@ int main(void) {
         cmocka_unit_test(test_features_cap),          cmocka_unit_test(test_many_short_jobs),
         cmocka_unit_test(test_jobs_after_sleep),      cmocka_unit_test(test_free_while_spinning),
         cmocka_unit_test(test_spin_env),              cmocka_unit_test(test_same_results_1_and_2_threads),
+        cmocka_unit_test(test_for_each_items),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

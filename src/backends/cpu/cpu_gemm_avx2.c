@@ -25,7 +25,12 @@
  * (up to 20 KiB, stays in L1 across the inner loop over A panels).
  *
  * Threading: the output is cut into tasks of up to MC_PANELS A panels x NC_PANELS B
- * panels, spread over kiln's pool (OpenBLAS is not involved, so no oversubscription).
+ * panels, spread over kiln's pool (OpenBLAS is not involved, so no oversubscription),
+ * handed out one task at a time (cpu_parallel_for_each): with cpu_parallel_for's 4
+ * chunks per thread a thread could be left idle for a whole chunk (1/8 of the GEMM at 2
+ * threads) at the end of every GEMM. BERT's batch-8 GEMMs (1024x768x768, 1024x3072x768,
+ * 1024x768x3072, bench_layers, 2 threads, min of 7 x 4 rounds, two runs at load 2.4):
+ * 72.2 / 71.7 ms against 77.1 / 73.5 ms chunked; 1 thread 144.6 ms, so 2.0x scaling.
  * Each task runs k-blocks outermost and writes its tiles (first k-block) or adds into
  * them; the last k-block applies the epilogue to the tile while it is hot.
  */
@@ -288,7 +293,16 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, fl
     } while (0)
     int64_t k = 0;
     for (; k + 2 <= kc; k += 2) {
-        _mm_prefetch((const char *)(a + 6 * 8), _MM_HINT_T0);
+        /* A 64 k-steps (1.5 KiB) ahead: far enough to cover a miss to memory. Conv weights
+         * are A, and inside a network they come from DRAM (ResNet-50's ~100 MB do not stay
+         * in L3); the panels of a k-block are contiguous, so the prefetch runs on into the
+         * next A panel. The old distance (8 k-steps, 48 floats) hid only an L2 hit.
+         * ResNet-50's 41 non-Winograd convs at batch 1 (bench_layers, 1 thread, sum of
+         * per-layer minima, min of 3 rounds, load ~2.5): caches evicted before each run
+         * 82.1 / 86.3 -> 71.6 / 70.4 ms (two runs), warm 75.6 -> 66.1 ms; BERT's GEMMs
+         * unchanged cold (154.4 / 154.7 ms), warm 149.1 -> 140.2. Distances of 288 and
+         * 576-768 floats measured between the two. */
+        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
         KSTEP(a, b);
         KSTEP(a + MR, b + NR);
         a += 2 * MR;
@@ -324,9 +338,32 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, fl
 /* Right-edge tiles with at most 8 valid columns (ResNet stage 4: N = 49 = 3*16 + 1): half
  * the FMAs of kernel_6x16; the 6x8 result lands in the first 8 columns of t. */
 static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
+    /* two sets of 6 accumulators (even and odd k), summed at the end: one set alone is 6
+     * dependent FMA chains, fewer than the 8 that two 4-cycle FMA pipes need in flight */
     __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(),
            c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
+    __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps(),
+           d3 = _mm256_setzero_ps(), d4 = _mm256_setzero_ps(), d5 = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + NR);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+        d0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 6), b1, d0);
+        d1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 7), b1, d1);
+        d2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 8), b1, d2);
+        d3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 9), b1, d3);
+        d4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 10), b1, d4);
+        d5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 11), b1, d5);
+        a += 2 * MR;
+        b += 2 * NR;
+    }
+    if (k < kc) {
         __m256 b0 = _mm256_load_ps(b);
         c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
         c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
@@ -334,15 +371,13 @@ static void kernel_6x8(int64_t kc, const float *a, const float *b, float *t) {
         c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
         c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
         c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
-        a += MR;
-        b += NR;
     }
-    _mm256_store_ps(t + 0, c0);
-    _mm256_store_ps(t + 16, c1);
-    _mm256_store_ps(t + 32, c2);
-    _mm256_store_ps(t + 48, c3);
-    _mm256_store_ps(t + 64, c4);
-    _mm256_store_ps(t + 80, c5);
+    _mm256_store_ps(t + 0, _mm256_add_ps(c0, d0));
+    _mm256_store_ps(t + 16, _mm256_add_ps(c1, d1));
+    _mm256_store_ps(t + 32, _mm256_add_ps(c2, d2));
+    _mm256_store_ps(t + 48, _mm256_add_ps(c3, d3));
+    _mm256_store_ps(t + 64, _mm256_add_ps(c4, d4));
+    _mm256_store_ps(t + 80, _mm256_add_ps(c5, d5));
 }
 
 /* Writes (or adds, when accumulate) the mr x nr corner of tile t into C at (m0, n0); on
@@ -499,7 +534,9 @@ static kiln_status run_tasks(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, PA, PB, C, ldc, ep};
     j.m_blocks = (Mpad / MR + MC_PANELS - 1) / MC_PANELS;
     j.n_blocks = (Npad / NR + NC_PANELS - 1) / NC_PANELS;
-    cpu_parallel_for(pool, j.m_blocks * j.n_blocks, 1, gemm_tasks_run, &j);
+    /* one task per hand-out: a GEMM has tens to hundreds of ~0.1-2 ms tasks, and whole
+     * chunks of them (cpu_parallel_for) left a thread idle at the end of every GEMM */
+    cpu_parallel_for_each(pool, j.m_blocks * j.n_blocks, gemm_tasks_run, &j);
     return KILN_OK;
 }
 
@@ -631,8 +668,14 @@ bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int
     int64_t n_blocks = (round_up(N, NR) / NR + NC_PANELS - 1) / NC_PANELS;
     uint64_t b_bytes = (uint64_t)N * (uint64_t)K * 4, a_bytes = (uint64_t)M * (uint64_t)K * 4;
     /* enough column blocks for the threads, and a B worth not writing out (> L2) that is
-     * larger than the A each task re-reads */
-    return n_blocks >= 4 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
+     * larger than the A each task re-reads. */
+    /* At least 2 column blocks per thread: with 4 (the first rule), ResNet-50's 28x28
+     * layers (N = 784: 7 blocks) took the pack-all-of-B path at 2 threads only, and ran
+     * 7-20% slower per layer there than with per-task B (bench_layers, 2 threads, batch 1,
+     * per-layer minima of 15 x 3 rounds, two runs at load 0.8-0.9: layer2.x.conv1 0.64-0.73
+     * -> 0.58 ms, layer2.0's 3x3/2 1.64-1.86 -> 1.61-1.63 ms, layer2.0.downsample 1.34 ->
+     * 1.21 ms). At 1 thread nothing changes for ResNet-50 (those layers had 7 >= 4). */
+    return n_blocks >= 2 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
 }
 
 kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,

@@ -83,6 +83,10 @@ static inline const rt_tensor *cpu_in(const rt_value *const *inputs, int32_t n_i
  * pool may be NULL: then it runs inline on the calling thread (unit tests, tiny work). */
 typedef void (*cpu_range_fn)(void *user, int64_t begin, int64_t end);
 void cpu_parallel_for(cpu_threadpool *pool, int64_t n, int64_t grain, cpu_range_fn fn, void *user);
+/* As cpu_parallel_for, but every item is its own chunk, handed out one at a time: for a
+ * few heavy items (GEMM tasks, attention heads), where cpu_parallel_for's ~4 chunks per
+ * thread would leave one thread running a whole chunk while the others wait. */
+void cpu_parallel_for_each(cpu_threadpool *pool, int64_t n, cpu_range_fn fn, void *user);
 int cpu_threadpool_size(const cpu_threadpool *pool);
 /* Microseconds idle workers spin before blocking (KILN_SPIN_US; see cpu_threadpool.c). */
 int64_t cpu_threadpool_spin_us(const cpu_threadpool *pool);

@@ -339,7 +339,7 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     if (s.n_batch > 1 && cpu_threadpool_size(ctx->pool) > 1 && cpu_gemm_packed_supported())
         /* attention's per-head GEMMs: one batch entry per task; OpenBLAS is single-threaded
          * in this mode (cpu_threadpool.c), and cpu_sgemm inside a worker runs inline */
-        cpu_parallel_for(ctx->pool, s.n_batch, 1, mm_batch_run, &bj);
+        cpu_parallel_for_each(ctx->pool, s.n_batch, mm_batch_run, &bj);
     else
         mm_batch_run(&bj, 0, s.n_batch);
     return KILN_OK;

@@ -301,20 +301,16 @@ static void wait_done(cpu_threadpool *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void cpu_parallel_for(cpu_threadpool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *user) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
+/* Runs fn over [0, n) in chunks of `chunk` items (the last may be shorter) on the pool. */
+static void parallel_chunks(cpu_threadpool *p, int64_t n, int64_t chunk, cpu_range_fn fn, void *user) {
     int expected = 0;
     /* Inline when there is no pool, nothing to share, too little work, a nested call, or
      * another thread's job in flight. */
-    if (!p || p->n_workers == 0 || n <= grain || tls_in_pool ||
+    if (!p || p->n_workers == 0 || n <= chunk || tls_in_pool ||
         !atomic_compare_exchange_strong(&p->busy, &expected, 1)) {
         fn(user, 0, n);
         return;
     }
-    int64_t max_chunks = (int64_t)p->n_threads * CHUNKS_PER_THREAD;
-    int64_t chunk = (n + max_chunks - 1) / max_chunks;
-    if (chunk < grain) chunk = grain;
     int64_t n_chunks = (n + chunk - 1) / chunk;
     /* No worker is inside a job here (the previous call drained `active`), so the fields
      * can be written; they are published by the seq_cst generation bump. */
@@ -344,4 +340,20 @@ void cpu_parallel_for(cpu_threadpool *p, int64_t n, int64_t grain, cpu_range_fn 
         if ((k & 255) == 0) sched_yield(); /* a worker preempted between its two checks */
     }
     atomic_store(&p->busy, 0);
+}
+
+void cpu_parallel_for(cpu_threadpool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *user) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t threads = p ? p->n_threads : 1;
+    int64_t max_chunks = threads * CHUNKS_PER_THREAD;
+    int64_t chunk = (n + max_chunks - 1) / max_chunks;
+    if (chunk < grain) chunk = grain;
+    /* n <= grain runs inline (too little work to share) */
+    parallel_chunks(p, n, n <= grain ? n : chunk, fn, user);
+}
+
+void cpu_parallel_for_each(cpu_threadpool *p, int64_t n, cpu_range_fn fn, void *user) {
+    if (n <= 0) return;
+    parallel_chunks(p, n, 1, fn, user);
 }
