@@ -22,7 +22,9 @@ and the % of the H200's dense peak for its precision (FP16 989, TF32 494, FP32 6
 datasheet numbers without sparsity), and items/s (images or sequences).
 
 Usage: python3 bench/bench_cuda.py --kiln build/kiln --zoo /tmp/zoo [--compile] [--iters 200]
-       [--compile-timeout 240]
+       [--compile-timeout 240] [--compile-precs fp16,tf32] [--compile-only]
+--compile-only times, at batch 1, kiln and torch's CUDA graph in those precisions and then the
+compile rows (a short device call when the other rows are already measured).
 """
 import argparse
 import os
@@ -186,11 +188,11 @@ def parse_result(out):
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
-def compile_rows(name, iters, budget_s, child_cmd=None):
+def compile_rows(name, iters, budget_s, child_cmd=None, precs=("fp16", "tf32")):
     """torch.compile rows of one model within budget_s seconds in all."""
     rows = []
     deadline = time.time() + budget_s
-    for prec in ("fp16", "tf32"):
+    for prec in precs:
         for mode in COMPILE_MODES:
             cmd = child_cmd(name, prec, mode) if child_cmd else [
                 sys.executable, os.path.abspath(__file__), "--compile-child", name, prec, mode, "--iters", str(iters)]
@@ -236,6 +238,9 @@ def main():
     ap.add_argument("--compile-timeout", type=float, default=240,
                     help="seconds of torch.compile (compiling and timing) per model; overruns are killed")
     ap.add_argument("--no-batch", action="store_true", help="batch 1 only")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="batch 1: kiln and torch CUDA graph rows of --compile-precs, then the torch.compile rows")
+    ap.add_argument("--compile-precs", default="fp16,tf32", help="precisions of the torch.compile rows")
     ap.add_argument("--compile-child", nargs=3, metavar=("MODEL", "PREC", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.compile_child:
@@ -245,6 +250,20 @@ def main():
         ap.error("--kiln is required")
     import make_zoo
     rows = []
+    cprecs = tuple(p for p in a.compile_precs.split(",") if p)
+    if a.compile_only:  # a short device call: the compile rows next to kiln's and torch's graph rows
+        for name in ("resnet50", "bert"):
+            path = make_zoo.ensure(a.zoo, name)
+            for prec in cprecs:
+                extra = {"fp16": ["--fp16"], "fp32": ["--noTF32"]}.get(prec, [])
+                rows.append((name, 1, prec, "kiln (incl. H2D/D2H)",
+                             kiln_latency(a.kiln, path, shapes_for(name, 1), extra, a.iters)))
+            rows += [(name, 1, p, r, ms) for p, r, ms in torch_rows(name, 1, cprecs, a.iters, eager=False)]
+            print(f"\ntorch.compile (per model budget {a.compile_timeout:.0f} s):")
+            rows += [(name, 1, p, r, ms) for p, r, ms in compile_rows(name, a.iters, a.compile_timeout, precs=cprecs)]
+        print()
+        print(format_table(rows))
+        return
     for name in ("resnet50", "bert"):
         path = make_zoo.ensure(a.zoo, name)
         shapes = shapes_for(name, 1)
@@ -266,7 +285,7 @@ def main():
     if a.compile:
         print(f"\ntorch.compile (per model budget {a.compile_timeout:.0f} s):")
         for name in ("resnet50", "bert"):
-            rows += [(name, 1, p, r, ms) for p, r, ms in compile_rows(name, a.iters, a.compile_timeout)]
+            rows += [(name, 1, p, r, ms) for p, r, ms in compile_rows(name, a.iters, a.compile_timeout, precs=cprecs)]
     print()
     print(format_table(rows))
 

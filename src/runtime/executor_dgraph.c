@@ -353,16 +353,7 @@ static kiln_status dg_replay(rt_executor *ex, const rt_value *const *inputs, rt_
         rt_pinned_pool *pool = ex->dg.hout ? ex->dg.hout[i] : NULL;
         void *h = s->nbytes ? rt_pinned_pool_take(pool) : NULL;
         if (h) { /* the page-locked buffer is the output */
-            rt_tensor *t = &outputs[i].t;
-            t->dtype = s->dtype;
-            t->rank = s->rank;
-            memcpy(t->dims, s->dims, sizeof t->dims);
-            t->count = s->count;
-            t->nbytes = s->nbytes;
-            t->data = h;
-            t->device = RT_MEM_HOST;
-            t->free_fn = rt_pinned_pool_give;
-            t->free_ctx = pool;
+            rt_tensor_adopt(&outputs[i].t, s, h, RT_MEM_HOST, rt_pinned_pool_give, pool);
         } else {
             st = rt_tensor_alloc(&outputs[i].t, s->dtype, s->rank, s->dims, err);
         }

@@ -120,6 +120,20 @@ kiln_status rt_tensor_alloc_zero(rt_tensor *t, kiln_dtype dtype, int32_t rank, c
     return st;
 }
 
+void rt_tensor_adopt(rt_tensor *dst, const rt_tensor *like, void *data, uint8_t device,
+                     void (*free_fn)(void *free_ctx, void *data), void *free_ctx) {
+    memset(dst, 0, sizeof *dst);
+    dst->dtype = like->dtype;
+    dst->rank = like->rank;
+    memcpy(dst->dims, like->dims, sizeof dst->dims);
+    dst->count = like->count;
+    dst->nbytes = like->nbytes;
+    dst->data = data;
+    dst->device = device;
+    dst->free_fn = free_fn;
+    dst->free_ctx = free_ctx;
+}
+
 void rt_tensor_borrow(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims, const void *data) {
     rt_tensor_release(t);
     t->dtype = dtype;

@@ -60,6 +60,11 @@ kiln_status rt_tensor_alloc(rt_tensor *t, kiln_dtype dtype, int32_t rank, const 
 /* Same, zero-filled. */
 kiln_status rt_tensor_alloc_zero(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims,
                                  kiln_error *err);
+/* dst = a tensor of like's dtype and shape over `data` (no copy), located at `device`,
+ * released through free_fn(free_ctx, data) (NULL: never freed by the tensor). dst is
+ * overwritten, not released first. */
+void rt_tensor_adopt(rt_tensor *dst, const rt_tensor *like, void *data, uint8_t device,
+                     void (*free_fn)(void *free_ctx, void *data), void *free_ctx);
 /* A read-only view of someone else's memory (no copy). */
 void rt_tensor_borrow(rt_tensor *t, kiln_dtype dtype, int32_t rank, const int64_t *dims, const void *data);
 /* Deep copy (strings included) of a host tensor; a device tensor is refused with

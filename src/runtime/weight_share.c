@@ -70,16 +70,7 @@ bool rt_weight_share_borrowed(const rt_tensor *t) {
 }
 
 static void fill(rt_tensor *dst, const rt_tensor *host, void *data, uint8_t location, bool uploaded) {
-    memset(dst, 0, sizeof *dst);
-    dst->dtype = host->dtype;
-    dst->rank = host->rank;
-    memcpy(dst->dims, host->dims, sizeof dst->dims);
-    dst->count = host->count;
-    dst->nbytes = host->nbytes;
-    dst->data = data;
-    dst->device = location;
-    dst->free_fn = data ? share_free : NULL;
-    dst->free_ctx = uploaded ? &uploaded_mark : &borrowed_mark;
+    rt_tensor_adopt(dst, host, data, location, data ? share_free : NULL, uploaded ? &uploaded_mark : &borrowed_mark);
 }
 
 kiln_status rt_weight_share_get(rt_weight_share *ws, const rt_backend *be, void *bctx, const ir_graph *g, int32_t id,

@@ -325,6 +325,25 @@ static void test_cuda_engine_stores_fused_graph(void **state) {
     assert_int_equal(count_op(g, "", "Transpose"), 0);
     assert_int_equal(count_op(g, "", "MatMul"), 1);
     assert_int_equal(g->n_nodes, 2);
+    /* the separate projection weights are not carried (only the concatenated ones) */
+    for (int i = 0; i < 3; i++) {
+        int32_t w = ir_graph_find(g, (const char *[]){"wq", "wk", "wv"}[i]);
+        assert_true(w == IR_NONE || !g->values[w].init);
+    }
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    kiln_error we = {0};
+    assert_int_equal(engine_write_mem(p, &bytes, &size, &we), KILN_OK);
+    engine_read_options ro = {.skip_compat = true};
+    engine_plan *back = NULL;
+    assert_int_equal(engine_read_mem(bytes, size, &ro, &back, &we), KILN_OK);
+    const ir_graph *bg = back->model->graph;
+    assert_int_equal(bg->n_nodes, 2);
+    uint64_t elems = 0; /* the weights the engine carries: one [IN, 3*HID] weight and its bias */
+    for (int32_t i = 0; i < bg->n_initializers; i++) elems += bg->values[bg->initializers[i]].init->count;
+    assert_true(elems <= (uint64_t)(IN * 3 * HID + 3 * HID + 8));
+    engine_plan_free(back);
+    free(bytes);
     /* what a context would run, here on the CPU (no passes: the engine's graph as stored) */
     rt_session_options o = rt_session_options_default();
     o.threads = 1;

@@ -131,6 +131,31 @@ static kiln_status to_ir_tensor(ir_model *m, const char *name, const rt_tensor *
     return KILN_OK;
 }
 
+kiln_status pass_drop_unread_initializers(ir_graph *g, int32_t *dropped, kiln_error *err) {
+    if (dropped) *dropped = 0;
+    if (!g || !g->n_initializers) return KILN_OK;
+    pass_uses u;
+    kiln_status st = pass_uses_compute(g, &u, err);
+    if (st != KILN_OK) return st;
+    int32_t kept = 0, n = 0;
+    for (int32_t i = 0; i < g->n_initializers; i++) {
+        int32_t v = g->initializers[i];
+        bool keep = v < 0 || v >= g->n_values || u.count[v] || u.pinned[v] ||
+                    (g->values[v].flags & (IR_VALUE_GRAPH_INPUT | IR_VALUE_GRAPH_OUTPUT));
+        if (keep) {
+            g->initializers[kept++] = v;
+            continue;
+        }
+        g->values[v].init = NULL;
+        g->values[v].flags &= ~(uint32_t)IR_VALUE_INITIALIZER;
+        n++;
+    }
+    g->n_initializers = kept;
+    pass_uses_free(&u);
+    if (dropped) *dropped = n;
+    return KILN_OK;
+}
+
 static kiln_status append_initializer(ir_graph *g, int32_t v, kiln_error *err) {
     int32_t *ni = ARENA_ARRAY(&g->model->arena, int32_t, g->n_initializers + 1);
     if (!ni) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory folding a constant");

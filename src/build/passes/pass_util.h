@@ -31,6 +31,12 @@ void pass_replace_uses(ir_graph *g, int32_t from, int32_t to);
 /* Removes the nodes with dead[i] set, keeping order; fixes producer indices. */
 void pass_remove_nodes(ir_graph *g, const bool *dead);
 
+/* Drops the initializers no node reads any more (e.g. the weights a fold or a merge
+ * replaced), so engines do not carry them: each leaves g->initializers and loses its data;
+ * graph inputs, graph outputs and values a subgraph reads by name stay. Counts them in
+ * *dropped (may be NULL). */
+kiln_status pass_drop_unread_initializers(ir_graph *g, int32_t *dropped, kiln_error *err);
+
 /* Makes value v an initializer holding a copy of t (data in the model arena). */
 kiln_status pass_set_initializer(ir_graph *g, int32_t v, const rt_tensor *t, kiln_error *err);
 

@@ -44,6 +44,8 @@ kiln_status build_run_passes_stats(ir_model *model, const build_pass_options *op
     /* residual/bias Adds before activations: Conv -> Add -> Relu then fuses completely */
     if (st == KILN_OK && opts->fuse_residual) st = build_pass_fuse_residual(model, opts, stats, err);
     if (st == KILN_OK && opts->fuse_activation) st = build_pass_fuse_activation(model, opts, stats, err);
+    /* weights the folds replaced (BN parameters, pre-fold conv weights) leave the model */
+    if (st == KILN_OK) st = pass_drop_unread_initializers(g, NULL, err);
     return st;
 }
 
@@ -54,5 +56,7 @@ kiln_status build_run_passes(ir_model *model, const build_pass_options *opts, ki
 kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, kiln_error *err) {
     kiln_status st = build_pass_fuse_attention(model, NULL, stats, err);
     if (st == KILN_OK && !getenv("KILN_NO_MERGE_QKV")) st = build_pass_merge_qkv(model, NULL, stats, err);
+    /* the separate Q/K/V weights the merge concatenated (~85 MB in a BERT-base FP32 engine) */
+    if (st == KILN_OK && model && model->graph) st = pass_drop_unread_initializers(model->graph, NULL, err);
     return st;
 }
