@@ -8,6 +8,8 @@ interleaves the engines round by round, so all of them see the same load, and re
 figures per configuration:
   - wall: the minimum single-inference latency over all rounds (`kiln run`'s "min",
     ORT timed in-process), i.e. the run that was disturbed least;
+  - wall median: the median over rounds of each round's median latency (what
+    bench_cpu.py reports, with the load spread evenly over the engines);
   - cpu (1 thread only): CPU time per inference (user + sys). For kiln: the CPU time of
     `kiln run --iterations N+1` minus that of `--iterations 1`, divided by N, which cancels
     loading and the first run; for ORT, getrusage around N runs in this process. CPU time
@@ -23,6 +25,7 @@ import argparse
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -52,7 +55,8 @@ def kiln_wall_min(exe, path, model, batch, threads, iters):
            "--threads", str(threads), "--shapes", shapes_arg(model, batch)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=KILN_ENV).stdout
     m = re.search(r"min = ([\d.]+) ms", out)
-    return float(m.group(1)) if m else float("nan")
+    md = re.search(r"median = ([\d.]+) ms", out)
+    return (float(m.group(1)) if m else float("nan")), (float(md.group(1)) if md else float("nan"))
 
 
 def kiln_cpu_per_run(exe, path, model, batch, iters):
@@ -79,7 +83,7 @@ def main():
     batches = [int(x) for x in a.batches.split(",")]
     threads = [int(x) for x in a.threads.split(",")]
     engines = {"A": a.a, "B": a.b}
-    wall, cpu, sess = {}, {}, {}
+    wall, cpu, sess, med = {}, {}, {}, {}
     for _ in range(a.rounds):
         for b in batches:
             feeds = make_zoo.make_inputs(a.model, b)
@@ -101,11 +105,14 @@ def main():
                     ts.append((time.perf_counter() - t0) * 1e3)
                 r1 = resource.getrusage(resource.RUSAGE_SELF)
                 wall.setdefault(("ORT", b, t), []).append(min(ts))
+                med.setdefault(("ORT", b, t), []).append(statistics.median(ts))
                 if t == 1:
                     c = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
                     cpu.setdefault(("ORT", b, t), []).append(c / a.iters * 1e3)
                 for name, exe in engines.items():
-                    wall.setdefault((name, b, t), []).append(kiln_wall_min(exe, path, a.model, b, t, a.iters))
+                    w_min, w_med = kiln_wall_min(exe, path, a.model, b, t, a.iters)
+                    wall.setdefault((name, b, t), []).append(w_min)
+                    med.setdefault((name, b, t), []).append(w_med)
                     if t == 1:
                         cpu.setdefault((name, b, t), []).append(kiln_cpu_per_run(exe, path, a.model, b, a.iters))
     print(f"# {a.model}; A = {a.a}; B = {a.b}; {a.rounds} rounds x {a.iters} inferences; "
@@ -114,10 +121,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for b in batches:
         for t in threads:
-            for fig, d in (("wall min", wall), ("cpu min", cpu)):
+            for fig, d in (("wall min", wall), ("wall median", med), ("cpu min", cpu)):
                 if ("ORT", b, t) not in d:
                     continue
-                o, x, y = (min(d[(k, b, t)]) for k in ("ORT", "A", "B"))
+                agg = statistics.median if fig == "wall median" else min
+                o, x, y = (agg(d[(k, b, t)]) for k in ("ORT", "A", "B"))
                 print(f"| {b} | {t} | {fig} | {o:.1f} | {x:.1f} | {o / x:.2f} | {y:.1f} | {o / y:.2f} |")
 
 

@@ -81,7 +81,7 @@ int build_tactic_threads_resolve(int threads);
 
 /* Times a tactic: runs it `reps` times on inputs of the query's shapes (initializer data
  * where the node reads initializers, deterministic pseudo-random data elsewhere), each run
- * after evicting the caches (as inside a whole network), and returns the median time in
+ * after evicting the caches (as inside a whole network), and returns the fastest time in
  * ms. Fails (KILN_ERR_UNSUPPORTED) for nodes with subgraphs or
  * non-tensor inputs: those are not timed. */
 kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,

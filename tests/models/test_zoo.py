@@ -73,3 +73,19 @@ def test_zoo_model_matches_onnxruntime(model, batch):
         pytest.skip(f"kiln verify skipped the case: {skipped[0]}")
     assert r.returncode == 0, f"kiln verify failed for {model} batch {batch}:\n{out[-3000:]}"
     assert "PASS" in out and "1 passed" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_resnet50_multithreaded_matches_onnxruntime(threads):
+    """Batch 1 on 2-3 threads takes the paths that only exist with several threads: Winograd
+    layers with one tile block share their input transform and split output channels into
+    groups (cpu_winograd_plan's shared_v), GEMMs hand out blocks to several workers."""
+    reason = kiln_verify_available()
+    if reason:
+        pytest.skip(reason)
+    case = write_case("resnet50", 1)
+    r = subprocess.run([str(KILN), "verify", "--threads", str(threads), str(case)], capture_output=True, text=True,
+                       timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"kiln verify --threads {threads} failed for resnet50:\n{out[-3000:]}"
+    assert "PASS" in out and "1 passed" in out, out[-3000:]

@@ -181,6 +181,12 @@ static const conv_case cases[] = {
     {2, 32, 5, 5, 64, {0, 0, 0, 0}, false, true, "Clip", 0, 0},      /* no padding, other activation */
     {1, 64, 3, 3, 130, {1, 1, 1, 1}, true, false, NULL, 0, 0},       /* one tile, many output groups */
     {2, 17, 12, 4, 16, {2, 2, 0, 0}, true, true, "Relu", 0, 0},      /* pads larger than needed on one side */
+    /* batch 1 with one tile block on 2-3 threads: shared input transform, output-channel
+     * groups as tasks (cpu_winograd_plan's shared_v); odd channel counts give a short last
+     * group and padded input channel blocks */
+    {1, 40, 14, 14, 200, {1, 1, 1, 1}, true, true, "Relu", 0, 0},    /* 13 panels: groups of 4 + a short one */
+    {1, 19, 28, 28, 48, {1, 1, 1, 1}, true, false, NULL, 0, 0},      /* 49 tiles, 3 panels, C padded to 24 */
+    {1, 72, 7, 7, 37, {1, 1, 1, 1}, false, true, "Clip", 0, 0},      /* 7x7: 4 / 16 tiles, 3 panels */
 };
 
 /* F(4x4, 3x3) in fp32: the error against direct convolution, relative to the sum of the
@@ -195,7 +201,9 @@ static void test_winograd_matches_reference(void **state) {
         printf("skipped: this CPU has no AVX2+FMA (or KILN_CPU_ISA caps it), Winograd does not run\n");
         return;
     }
-    for (int threads = 1; threads <= 2; threads++) {
+    /* 1 thread: private V per task; 2 and 3: shared V wherever the tile blocks cannot
+     * fill the threads (the multi-block case at 2 threads runs 3 blocks one after another) */
+    for (int threads = 1; threads <= 3; threads++) {
         cpu_threadpool *pool = NULL;
         kiln_error e = {0};
         assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
@@ -310,8 +318,42 @@ static void test_applies(void **state) {
     assert_true(run_case(&small, NULL, cpu_conv_run_winograd_f23, NULL) <= GEMM_TOL);
 }
 
+/* The task plan: batch 1 on several threads shares one input transform per tile block and
+ * cuts the output channels into groups that cover them exactly; one thread, or enough tile
+ * blocks for the threads, keeps a private V per task. */
+static void test_plan_shared_v(void **state) {
+    (void)state;
+    cpu_winograd_blocking b;
+    /* ResNet-50 stage 3 (256 -> 256, 14x14, 16 tiles: one block) */
+    assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 1, 256, 256, 14, 14, 1, &b));
+    assert_false(b.shared_v);
+    assert_int_equal(b.n_groups, 1);
+    assert_int_equal(b.v_floats, 0);
+    for (int threads = 2; threads <= 3; threads++) {
+        assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 1, 256, 256, 14, 14, threads, &b));
+        assert_true(b.shared_v);
+        assert_int_equal(b.n_blocks, 1);
+        assert_true(b.n_groups >= threads);
+        assert_int_equal(b.Mg % 16, 0);
+        assert_true(b.Mg * b.n_groups >= 256 && b.Mg * (b.n_groups - 1) < 256);
+        assert_true(b.n_slots == threads);
+        assert_int_equal(b.v_floats, 36 * b.TB * 256);
+        assert_int_equal(b.slot_floats, 36 * b.TB * b.Mg); /* only M: V is shared */
+        assert_int_equal(b.scratch_floats, b.xb_floats + b.v_floats + b.n_slots * b.slot_floats);
+    }
+    /* 13 output panels (200 channels) on 2 threads: every group but the last is full */
+    assert_true(cpu_winograd_plan(CPU_WINOGRAD_F23, 1, 40, 200, 14, 14, 2, &b));
+    assert_true(b.shared_v);
+    assert_true(b.Mg * b.n_groups >= 208 && b.Mg * (b.n_groups - 1) < 208);
+    /* two images of 56x56 on 2 threads: 2 x 196 tiles fill the threads with blocks alone */
+    assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 2, 64, 64, 56, 56, 2, &b));
+    assert_false(b.shared_v);
+    assert_int_equal(b.n_groups, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_shared_v),
         cmocka_unit_test(test_winograd_matches_reference),
         cmocka_unit_test(test_kernel_honours_tactic),
         cmocka_unit_test(test_applies),

@@ -122,7 +122,11 @@ static void run_shapes(cpu_threadpool *pool) {
                                         /* 3 x 3 tasks with a 1-panel last m-block and a 3-panel last
                                          * n-block: more tasks than a 2- or 3-thread pool hands out
                                          * at once, one task per hand-out (cpu_parallel_for_each) */
-                                        {150, 300, 70}};
+                                        {150, 300, 70},
+                                        /* right edges of 1-4 columns (1-2: kernel_6xn, 4 accumulator
+                                         * chains over k; 3-4: kernel_6x8) with k tails of 1-3 */
+                                        {7, 2, 7},    {13, 18, 3},  {32, 196, 130}, {11, 35, 259}, {6, 4, 2},
+                                        {19, 50, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 2; pb++)
             for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);

@@ -10,6 +10,9 @@
  * L2. */
 #define WG_SLOT_BYTES (3u << 20)
 #define WG_MAX_TB 120
+/* Shared-V mode (below): output-channel groups per thread, and the narrowest group. */
+#define WG_TASKS_PER_THREAD 2
+#define WG_MIN_GROUP_PANELS 2
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -36,9 +39,25 @@ bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, in
     /* output-channel groups only when the blocks alone cannot keep the threads busy */
     int64_t panels = Mp / 16, ng = 1;
     while (ng < panels && (b->n_blocks * ng) % threads != 0 && b->n_blocks * ng < 4 * threads) ng++;
+    /* Shared V (batch 1 on more than one thread: ResNet-50's 28x28, 14x14 and 7x7 layers
+     * are one tile block). With one private V per task every thread transformed the same
+     * input tiles, and the block's channels were cut into exactly one group per thread,
+     * so a thread that started late or was descheduled held the whole layer. Now the
+     * threads first make the block's V together (one pool loop over channel blocks),
+     * then take output-channel groups one at a time: at least threads * WG_TASKS_PER_THREAD
+     * groups where the channels allow, none narrower than WG_MIN_GROUP_PANELS panels
+     * (every group re-reads V). */
+    b->shared_v = ng > 1;
+    if (b->shared_v) {
+        int64_t want = threads * WG_TASKS_PER_THREAD, cap = panels / WG_MIN_GROUP_PANELS;
+        if (want > cap) want = cap;
+        if (want < threads) want = threads;
+        if (want > panels) want = panels;
+        ng = want;
+    }
     b->Mg = (panels + ng - 1) / ng * 16;
     b->n_groups = (Mp + b->Mg - 1) / b->Mg;
-    int64_t tasks = b->n_blocks * b->n_groups;
+    int64_t tasks = b->shared_v ? b->n_groups : b->n_blocks * b->n_groups;
     b->n_slots = threads < tasks ? threads : tasks;
     uint64_t xb, slots;
     if (kiln_mul_overflow_u64((uint64_t)(N * (Cp / 8)), (uint64_t)((b->tiles_h * tile + 2) * (b->tiles_w * tile + 2) * 8),
@@ -46,9 +65,12 @@ bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, in
         xb > (1ull << 34))
         return false;
     b->xb_floats = (xb + 15) & ~(uint64_t)15;
-    b->slot_floats = (uint64_t)round_up(pts * b->TB * (Cp + b->Mg), 16);
-    if (kiln_mul_overflow_u64((uint64_t)b->n_slots, b->slot_floats, &slots) || slots > (1ull << 34)) return false;
-    b->scratch_floats = b->xb_floats + slots;
+    b->v_floats = b->shared_v ? (uint64_t)round_up(pts * b->TB * Cp, 16) : 0;
+    b->slot_floats = (uint64_t)round_up(pts * b->TB * ((b->shared_v ? 0 : Cp) + b->Mg), 16);
+    if (b->v_floats > (1ull << 34) || kiln_mul_overflow_u64((uint64_t)b->n_slots, b->slot_floats, &slots) ||
+        slots > (1ull << 34))
+        return false;
+    b->scratch_floats = b->xb_floats + b->v_floats + slots;
     return true;
 }
 

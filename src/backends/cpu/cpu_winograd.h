@@ -62,9 +62,13 @@ typedef struct cpu_winograd_blocking {
     int64_t TB, n_blocks;        /* tiles per block (multiple of 6), blocks over the batch */
     int64_t Mg, n_groups;        /* output channels per task (multiple of 16), groups */
     int64_t n_slots;             /* thread slots, each with its own V and M buffers */
+    bool shared_v;               /* too few tile blocks for the threads: each block's input
+                                    transform V is made once by all threads into one shared
+                                    buffer, then output-channel groups run as tasks */
     uint64_t xb_floats;          /* blocked input, rounded to 16 floats */
-    uint64_t slot_floats;        /* one slot's buffers, rounded to 16 floats */
-    uint64_t scratch_floats;     /* xb_floats + n_slots * slot_floats */
+    uint64_t v_floats;           /* the shared V (0 unless shared_v), rounded to 16 floats */
+    uint64_t slot_floats;        /* one slot's buffers (only M when shared_v), rounded to 16 */
+    uint64_t scratch_floats;     /* xb_floats + v_floats + n_slots * slot_floats */
 } cpu_winograd_blocking;
 
 /* Fills *b for N images of C -> M channels, output OH x OW, on `threads` threads. False

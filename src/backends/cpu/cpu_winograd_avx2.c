@@ -15,6 +15,16 @@
  *          packed GEMM reads A as [K][6]: that would need a transpose of every V);
  *        - output transform Y = A^T M A, 8 output channels per vector, with bias,
  *          residual and the activation applied before the one store into NCHW.
+ *      When the tile blocks alone cannot keep the threads busy (batch 1: ResNet-50's
+ *      28x28, 14x14 and 7x7 layers are one block), the input transform of a block is
+ *      made once, by all threads over channel blocks, into one shared V, and the tasks are
+ *      output-channel groups (about 2 per thread) that only run the GEMMs and the output
+ *      transform. Before, each of exactly one group per thread transformed the same tiles
+ *      itself, and a thread that started late held the layer. ResNet-50 batch 1, 2
+ *      threads, `kiln exec --dumpProfile` medians of 20 runs, 6 interleaved rounds at load
+ *      0.4-0.7: the 13 Winograd layers sum to 14.3 ms against 15.4 (fewer in 6 of 6
+ *      rounds; the 28x28..7x7 layers 8-15% each, the 56x56 ones, which have 2 blocks,
+ *      unchanged).
  *   The transformed weights U[xi][M/16][C][16] are made once per node (cpu_winograd_pack).
  *
  * Why tiles are the GEMM's row (broadcast) side: deep ResNet layers have few tiles
@@ -139,6 +149,8 @@ typedef struct wg_plan {
     int64_t N, C, M, H, W, OH, OW, pt, pl;
     int64_t TH, TW, T, Hp, Wp, Cp, Mp, CB;
     int64_t TB, NP, n_blocks, Mg, n_groups, n_tasks, slot_floats;
+    float *vshared;           /* the block's shared V, or NULL: each task makes its own */
+    int64_t cur_blk, task_end; /* shared V: the block being run; tasks end here */
     int tile, pts; /* output tile edge (2 or 4), transform points (16 or 36) */
     bool relu, other_act;
     atomic_llong next;
@@ -454,34 +466,46 @@ static void output_tile2(const wg_plan *p, const float *mb, int64_t mstride, int
 
 /* ---- 2. one task -------------------------------------------------------------------------- */
 
-static void run_task(const wg_plan *p, int64_t task, float *slot) {
-    int64_t blk = task / p->n_groups, grp = task % p->n_groups;
-    int64_t TB = p->TB, CB = p->CB, Cp = p->Cp;
-    int64_t mbeg = grp * p->Mg, mg = p->Mp - mbeg < p->Mg ? p->Mp - mbeg : p->Mg;
-    int64_t pts = p->pts, tile = p->tile;
-    float *V = slot, *Mb = slot + pts * TB * Cp;
-    /* V[tile/6][xi][C/8][6][8] and M[tile][xi][mg]: one tile's 36 (16) points lie close
-     * together, so its transforms touch a few pages, not one page per point (a
-     * [xi][tile] layout cost a TLB miss per load in the output transform) */
+/* Input transform of block blk's tiles for channel blocks [cb0, cb1) into V
+ * (V[tile/6][xi][C/8][6][8]; one tile's 36 (16) points lie close together, so its
+ * transforms touch a few pages, not one page per point). Rows past the block's tiles
+ * (up to the next multiple of 6) are zeros, never stored. Split by channel blocks, two
+ * threads write disjoint 64-byte lines (a cb's 6 tiles x 8 channels are 192 bytes). */
+static void transform_block(const wg_plan *p, int64_t blk, float *V, int64_t cb0, int64_t cb1) {
+    int64_t TB = p->TB, CB = p->CB, pts = p->pts, tile = p->tile;
     int64_t vstride = CB * 48, vpanel = pts * CB * 48; /* floats between points, panels */
     int64_t t0 = blk * TB, total = p->N * p->T;
     int64_t nt = total - t0 < TB ? total - t0 : TB;
-    /* input transform */
     int64_t np = (nt + 5) / 6;
     for (int64_t lt = 0; lt < np * 6; lt++) {
         float *vt = V + (lt / 6) * vpanel + (lt % 6) * 8;
-        if (lt >= nt) { /* rows past the block's tiles: zeros, never stored */
+        if (lt >= nt) {
             for (int64_t xi = 0; xi < pts; xi++)
-                for (int64_t cb = 0; cb < CB; cb++) _mm256_store_ps(vt + xi * vstride + cb * 48, _mm256_setzero_ps());
+                for (int64_t cb = cb0; cb < cb1; cb++)
+                    _mm256_store_ps(vt + xi * vstride + cb * 48, _mm256_setzero_ps());
             continue;
         }
         int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
-        for (int64_t cb = 0; cb < CB; cb++) {
+        for (int64_t cb = cb0; cb < cb1; cb++) {
             const float *src = p->xb + (((n * CB + cb) * p->Hp + ty * tile) * p->Wp + tx * tile) * 8;
             if (tile == CPU_WINOGRAD_F43) input_tile(src, p->Wp * 8, vt + cb * 48, vstride);
             else input_tile2(src, p->Wp * 8, vt + cb * 48, vstride);
         }
     }
+}
+
+/* Tile block blk x output-channel group grp: input transform (unless V is shared and
+ * already made), the GEMMs, the output transform with the epilogue. */
+static void run_task(const wg_plan *p, int64_t blk, int64_t grp, float *slot) {
+    int64_t TB = p->TB, CB = p->CB, Cp = p->Cp;
+    int64_t mbeg = grp * p->Mg, mg = p->Mp - mbeg < p->Mg ? p->Mp - mbeg : p->Mg;
+    int64_t pts = p->pts;
+    float *V = p->vshared ? p->vshared : slot, *Mb = p->vshared ? slot : slot + pts * TB * Cp;
+    int64_t vstride = CB * 48, vpanel = pts * CB * 48; /* floats between points, panels */
+    int64_t t0 = blk * TB, total = p->N * p->T;
+    int64_t nt = total - t0 < TB ? total - t0 : TB;
+    int64_t np = (nt + 5) / 6;
+    if (!p->vshared) transform_block(p, blk, V, 0, CB);
     /* one GEMM per point: Mb[xi][TB][mg] = V[xi][TB][Cp] * U[xi][Cp][mbeg .. mbeg+mg) */
     int64_t nkb = (Cp + WG_KC - 1) / WG_KC, kb = round_up((Cp + nkb - 1) / nkb, 8);
     for (int64_t xi = 0; xi < pts; xi++) {
@@ -503,22 +527,29 @@ static void run_task(const wg_plan *p, int64_t task, float *slot) {
         int64_t gt = t0 + lt, n = gt / p->T, t = gt % p->T, ty = t / p->TW, tx = t % p->TW;
         for (int64_t c8 = 0; c8 < mg; c8 += 8) {
             if (mbeg + c8 >= p->M) break;
-            if (tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
+            if (p->tile == CPU_WINOGRAD_F43) output_tile(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
             else output_tile2(p, Mb + lt * pts * mg + c8, mg, n, ty, tx, mbeg + c8);
         }
     }
 }
 
+/* Thread slots take tasks [next, task_end) one at a time (task = block * n_groups + group). */
 static void slots_run(void *user, int64_t s0, int64_t s1) {
     wg_plan *p = user;
     for (int64_t s = s0; s < s1; s++) {
         float *slot = p->slots + s * p->slot_floats;
         for (;;) {
             long long task = atomic_fetch_add(&p->next, 1);
-            if (task >= p->n_tasks) break;
-            run_task(p, task, slot);
+            if (task >= p->task_end) break;
+            run_task(p, task / p->n_groups, task % p->n_groups, slot);
         }
     }
+}
+
+/* Shared V: channel blocks [cb0, cb1) of the current block's input transform. */
+static void shared_v_run(void *user, int64_t cb0, int64_t cb1) {
+    const wg_plan *p = user;
+    transform_block(p, p->cur_blk, p->vshared, cb0, cb1);
 }
 
 /* ---- driver -------------------------------------------------------------------------------- */
@@ -572,10 +603,22 @@ kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int6
         if (!scratch->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory for the Winograd scratch");
     }
     p.xb = scratch->data;
-    p.slots = scratch->data + bl.xb_floats;
+    p.vshared = bl.shared_v ? scratch->data + bl.xb_floats : NULL;
+    p.slots = scratch->data + bl.xb_floats + bl.v_floats;
     int64_t rows = N * p.CB * p.Hp;
     cpu_parallel_for(pool, rows, 8, block_rows, &p);
     atomic_init(&p.next, 0);
-    cpu_parallel_for(pool, bl.n_slots, 1, slots_run, &p);
+    if (!bl.shared_v) {
+        p.task_end = p.n_tasks;
+        cpu_parallel_for(pool, bl.n_slots, 1, slots_run, &p);
+        return KILN_OK;
+    }
+    for (int64_t blk = 0; blk < p.n_blocks; blk++) {
+        p.cur_blk = blk;
+        cpu_parallel_for(pool, p.CB, 1, shared_v_run, &p);
+        atomic_store(&p.next, blk * p.n_groups);
+        p.task_end = (blk + 1) * p.n_groups;
+        cpu_parallel_for(pool, bl.n_slots, 1, slots_run, &p);
+    }
     return KILN_OK;
 }
