@@ -342,6 +342,35 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
     return KILN_OK;
 }
 
+kiln_status build_plan_relayer(engine_plan *plan, const ir_graph *g, kiln_error *err) {
+    engine_layer *nl = ARENA_ARRAY(&plan->arena, engine_layer, g->n_nodes ? g->n_nodes : 1);
+    if (!nl) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        engine_layer *l = &nl[i];
+        memset(l, 0, sizeof *l);
+        for (int32_t j = 0; j < plan->n_layers; j++) /* the same node before the passes */
+            if (plan->layers[j].name && n->name && !strcmp(plan->layers[j].name, n->name)) {
+                *l = plan->layers[j];
+                break;
+            }
+        l->node = i;
+        l->name = n->name;
+        l->op_type = n->op_type;
+        if (!l->tactic) l->tactic = "default";
+        l->precision = ENGINE_PREC_FP32;
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            int32_t v = n->outputs[k];
+            if (v >= 0 && v < g->n_values && g->values[v].type.kind == IR_TYPE_TENSOR &&
+                g->values[v].type.dtype == KILN_DTYPE_FLOAT16)
+                l->precision = ENGINE_PREC_FP16;
+        }
+    }
+    plan->layers = nl;
+    plan->n_layers = g->n_nodes;
+    return KILN_OK;
+}
+
 /* ---- GPU tactics ---------------------------------------------------------------------
  * A cuda engine's GEMM/convolution tactics are the CUDA backend's library algorithms
  * (cuBLASLt heuristic candidates, cuDNN algorithms), timed on the GPU. The build runs the
@@ -583,6 +612,8 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, err);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
     if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);
+    /* the device session's passes (FP16 casts, channels-last nodes) changed the node list */
+    if (st == KILN_OK && gpu) st = build_plan_relayer(plan, model->graph, err);
     if (st != KILN_OK) goto done;
     if (use_cache && (cache.dirty || access(o->timing_cache, F_OK) != 0)) {
         kiln_error cerr = {0};

@@ -62,6 +62,12 @@ typedef struct build_stats {
     uint64_t max_scratch;
 } build_stats;
 
+/* Makes plan->layers describe g's nodes again after passes that ran once the layer table
+ * existed (a cuda build's device session adds the FP16 Casts and channels-last nodes):
+ * one layer per node, in order, FP16 where the node writes float16, the scratch, time and
+ * tactic of the layer of the same name kept. Used by build_engine; exposed for tests. */
+kiln_status build_plan_relayer(engine_plan *plan, const ir_graph *g, kiln_error *err);
+
 /* Builds a plan from `model`, which the plan takes over (freed with the plan, also on
  * failure). Diagnostics from profile checks and shape inference go to `diags` (printed
  * by the caller in `kiln check`'s format); err holds the summary. */

@@ -369,6 +369,48 @@ static void test_cuda_engine_stores_fused_graph(void **state) {
     engine_plan_free(p);
 }
 
+static bool every_node_half(void *user, const ir_model *m, const ir_node *n) {
+    (void)user, (void)m, (void)n;
+    return true;
+}
+
+/* A cuda build's device session rewrites the graph after the layer table was made (FP16
+ * Casts here): the table is made again from the final nodes, with their precision. */
+static void test_layers_follow_the_device_passes(void **state) {
+    (void)state;
+    engine_plan *p = build("cuda");
+    ir_graph *g = p->model->graph;
+    build_fp16_rules r = {every_node_half, NULL, NULL};
+    kiln_error e = {0};
+    assert_int_equal(build_pass_precision_fp16(p->model, &r, NULL, &e), KILN_OK);
+    assert_true(g->n_nodes > p->n_layers); /* Casts at the boundaries */
+    assert_int_equal(build_plan_relayer(p, g, &e), KILN_OK);
+    assert_int_equal(p->n_layers, g->n_nodes);
+    int half = 0, casts = 0;
+    for (int32_t i = 0; i < p->n_layers; i++) {
+        assert_int_equal(p->layers[i].node, i);
+        assert_string_equal(p->layers[i].name, g->nodes[i].name);
+        casts += !strcmp(p->layers[i].op_type, "Cast");
+        if (!strcmp(p->layers[i].op_type, "QkvAttention")) {
+            assert_int_equal(p->layers[i].precision, ENGINE_PREC_FP16);
+            half++;
+        }
+    }
+    assert_int_equal(half, 1);
+    assert_true(casts >= 1);
+    /* and the engine still writes and reads back */
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    assert_int_equal(engine_write_mem(p, &bytes, &size, &e), KILN_OK);
+    engine_read_options ro = {.skip_compat = true};
+    engine_plan *back = NULL;
+    assert_int_equal(engine_read_mem(bytes, size, &ro, &back, &e), KILN_OK);
+    assert_int_equal(back->n_layers, g->n_nodes);
+    engine_plan_free(back);
+    free(bytes);
+    engine_plan_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_block_merges),
@@ -376,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_merged_equals_original),
         cmocka_unit_test(test_mask_is_used),
         cmocka_unit_test(test_cuda_engine_stores_fused_graph),
+        cmocka_unit_test(test_layers_follow_the_device_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
