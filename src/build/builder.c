@@ -12,6 +12,7 @@
 #include "build/passes/passes.h"
 #include "build/timing_cache.h"
 #include "core/alloc.h"
+#include "core/hashmap.h"
 #include "core/strbuf.h"
 #include "ir/infer.h"
 #include "runtime/session.h"
@@ -345,15 +346,19 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
 kiln_status build_plan_relayer(engine_plan *plan, const ir_graph *g, kiln_error *err) {
     engine_layer *nl = ARENA_ARRAY(&plan->arena, engine_layer, g->n_nodes ? g->n_nodes : 1);
     if (!nl) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    hashmap by_name; /* layer name -> index in the old table (the same node before the passes) */
+    hashmap_init(&by_name);
+    for (int32_t j = plan->n_layers - 1; j >= 0; j--) /* reverse: the first of a repeated name wins */
+        if (plan->layers[j].name && !hashmap_put(&by_name, plan->layers[j].name, j)) {
+            hashmap_free(&by_name);
+            return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         engine_layer *l = &nl[i];
         memset(l, 0, sizeof *l);
-        for (int32_t j = 0; j < plan->n_layers; j++) /* the same node before the passes */
-            if (plan->layers[j].name && n->name && !strcmp(plan->layers[j].name, n->name)) {
-                *l = plan->layers[j];
-                break;
-            }
+        int32_t j;
+        if (n->name && hashmap_get(&by_name, n->name, &j)) *l = plan->layers[j];
         l->node = i;
         l->name = n->name;
         l->op_type = n->op_type;
@@ -366,6 +371,7 @@ kiln_status build_plan_relayer(engine_plan *plan, const ir_graph *g, kiln_error 
                 l->precision = ENGINE_PREC_FP16;
         }
     }
+    hashmap_free(&by_name);
     plan->layers = nl;
     plan->n_layers = g->n_nodes;
     return KILN_OK;

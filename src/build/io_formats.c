@@ -99,15 +99,8 @@ static bool convertible(kiln_dtype from, kiln_dtype to) {
 
 /* A fresh value named "<base>_as_<dtype>" (made unique) with v's tensor type in dt. */
 static int32_t new_value(ir_model *m, ir_graph *g, int32_t v, kiln_dtype dt) {
-    const char *base = g->values[v].name;
-    char *name = NULL;
-    for (int k = 0; k < 1000 && !name; k++) {
-        char *cand = k ? arena_printf(&m->arena, "%s_as_%s%d", base, kiln_dtype_name(dt), k)
-                       : arena_printf(&m->arena, "%s_as_%s", base, kiln_dtype_name(dt));
-        if (!cand) return IR_NONE;
-        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
-    }
-    int32_t id = name ? ir_graph_add_value(g, name) : IR_NONE;
+    const char *suffix = arena_printf(&m->arena, "_as_%s", kiln_dtype_name(dt));
+    int32_t id = suffix ? pass_add_named_value(g, g->values[v].name, suffix) : IR_NONE;
     if (id == IR_NONE) return IR_NONE;
     g->values[id].type = g->values[v].type; /* after add_value: values may have moved */
     g->values[id].type.dtype = dt;

@@ -83,14 +83,7 @@ static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
 /* A new value named after v (made unique) with v's type permuted by perm (rank 4). */
 static int32_t new_value(nhwc_ctx *c, int32_t v, const char *suffix, const int64_t perm[4]) {
     ir_graph *g = c->g;
-    char *name = NULL;
-    for (int k = 0; k < 1000 && !name; k++) {
-        char *cand = k ? arena_printf(&c->m->arena, "%s%s%d", g->values[v].name, suffix, k)
-                       : arena_printf(&c->m->arena, "%s%s", g->values[v].name, suffix);
-        if (!cand) break;
-        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
-    }
-    int32_t id = name ? ir_graph_add_value(g, name) : IR_NONE;
+    int32_t id = pass_add_named_value(g, g->values[v].name, suffix);
     if (id == IR_NONE) {
         kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a value in the NHWC pass");
         return IR_NONE;

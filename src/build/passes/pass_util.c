@@ -175,6 +175,17 @@ kiln_status pass_set_initializer(ir_graph *g, int32_t v, const rt_tensor *t, kil
     return append_initializer(g, v, err);
 }
 
+int32_t pass_add_named_value(ir_graph *g, const char *base, const char *suffix) {
+    char *name = NULL;
+    for (int k = 0; k < 1000 && !name; k++) {
+        char *cand = k ? arena_printf(&g->model->arena, "%s%s%d", base, suffix, k)
+                       : arena_printf(&g->model->arena, "%s%s", base, suffix);
+        if (!cand) break;
+        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
+    }
+    return name ? ir_graph_add_value(g, name) : IR_NONE;
+}
+
 int32_t pass_new_initializer(ir_graph *g, const char *base, const rt_tensor *t, kiln_error *err) {
     char *name = NULL;
     for (int k = 0; k < 1000 && !name; k++) {

@@ -40,6 +40,10 @@ kiln_status pass_drop_unread_initializers(ir_graph *g, int32_t *dropped, kiln_er
 /* Makes value v an initializer holding a copy of t (data in the model arena). */
 kiln_status pass_set_initializer(ir_graph *g, int32_t v, const rt_tensor *t, kiln_error *err);
 
+/* A new value (no type, no producer) named "<base><suffix>", or "<base><suffix><k>" for
+ * the first k = 1..999 that is free; IR_NONE when none is or out of memory. */
+int32_t pass_add_named_value(ir_graph *g, const char *base, const char *suffix);
+
 /* A new initializer value named after `base` (made unique) holding a copy of t. */
 int32_t pass_new_initializer(ir_graph *g, const char *base, const rt_tensor *t, kiln_error *err);
 

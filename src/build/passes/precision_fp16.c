@@ -137,14 +137,7 @@ typedef struct fp16_ctx {
 /* A new value named after `base` (made unique) with v's tensor type in dtype dt. */
 static int32_t new_value(fp16_ctx *c, int32_t v, const char *suffix, kiln_dtype dt) {
     ir_graph *g = c->g;
-    char *name = NULL;
-    for (int k = 0; k < 1000 && !name; k++) {
-        char *cand = k ? arena_printf(&c->m->arena, "%s%s%d", g->values[v].name, suffix, k)
-                       : arena_printf(&c->m->arena, "%s%s", g->values[v].name, suffix);
-        if (!cand) break;
-        if (ir_graph_find(g, cand) == IR_NONE) name = cand;
-    }
-    int32_t id = name ? ir_graph_add_value(g, name) : IR_NONE;
+    int32_t id = pass_add_named_value(g, g->values[v].name, suffix);
     if (id == IR_NONE) {
         kiln_err_set(c->err, KILN_ERR_NOMEM, "out of memory adding a value in the FP16 pass");
         return IR_NONE;
