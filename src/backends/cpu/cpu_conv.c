@@ -25,6 +25,7 @@
 
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_conv_strided.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
@@ -42,6 +43,8 @@ typedef struct conv_state {
     cpu_gemm_scratch scratch;
     cpu_winograd_weights wg; /* Winograd-transformed weights (wg.u NULL when unused) */
     cpu_winograd_scratch wg_scratch;
+    float *phase; /* phase-split input of strided convs (cpu_conv_strided.h), 64-byte aligned */
+    size_t phase_cap; /* floats */
 } conv_state;
 
 static void conv_packed_clear(conv_state *s) {
@@ -55,6 +58,7 @@ static void conv_state_free(void *p) {
     conv_state *s = p;
     if (s) {
         free(s->col);
+        free(s->phase);
         conv_packed_clear(s);
         cpu_gemm_scratch_free(&s->scratch);
         cpu_winograd_weights_free(&s->wg);
@@ -86,6 +90,19 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
         s->col_cap = (size_t)n;
     }
     return s->col;
+}
+
+/* The node's phase-plane buffer with room for `n` floats (grows only); NULL on OOM. */
+static float *conv_phase_buf(conv_state *s, uint64_t n) {
+    if (n > s->phase_cap) {
+        free(s->phase);
+        s->phase_cap = 0;
+        size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+        s->phase = aligned_alloc(64, bytes);
+        if (!s->phase) return NULL;
+        s->phase_cap = (size_t)n;
+    }
+    return s->phase;
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -406,6 +423,23 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
     bool col_owned = false;
     /* 2-D with packed weights: B panels are packed straight from the image (no im2col) */
     bool implicit = cs && nsp == 2 && !pointwise;
+    /* Strided (and non-pointwise 1x1) convs: the image is first split into its stride
+     * phases with the padding written in (cpu_conv_strided.h), so B panels pack with plain
+     * loads; a 1x1 kernel's single phase is the subsampled image [C, OH*OW], run as a
+     * pointwise conv on it. */
+    cpu_conv_phase ph;
+    bool phased = implicit && (g.stride[0] > 1 || g.stride[1] > 1 || (g.k[0] == 1 && g.k[1] == 1)) &&
+                  cpu_conv_phase_plan(&g, &ph);
+    bool sub1x1 = phased && g.k[0] == 1 && g.k[1] == 1;
+    float *phase = NULL;
+    if (phased) {
+        uint64_t need;
+        if (kiln_mul_overflow_u64((uint64_t)C, (uint64_t)ph.cstride, &need) || need > (1ull << 34))
+            return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "strided Conv input copy of %lld x %lld floats is too large",
+                                   (long long)C, (long long)ph.cstride);
+        phase = conv_phase_buf(cs, need);
+        if (!phase) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the strided Conv input copy");
+    }
     if (!pointwise && !implicit) {
         uint64_t need;
         if (kiln_mul_overflow_u64((uint64_t)Kdim, (uint64_t)OS, &need) || need > (1ull << 34))
@@ -419,9 +453,10 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
         if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
     }
     for (int64_t n = 0; n < N; n++) {
+        if (phased) cpu_conv_phase_build(ctx->pool, &ph, X + n * C * IS, C, phase);
         for (int64_t gi = 0; gi < group; gi++) {
             const float *xg = X + (n * C + gi * Cg) * IS;
-            const float *B = xg;
+            const float *B = sub1x1 ? phase + gi * Cg * ph.cstride : xg;
             if (!pointwise && !implicit) {
                 cpu_im2col(ctx->pool, &g, xg, Cg, col);
                 B = col;
@@ -432,11 +467,12 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
             e.ld_res = OS;
             /* large B: packed slice by slice inside the GEMM's tasks (cpu_gemm_packed.h) */
             bool local = cs && (implicit || pointwise) && cpu_sgemm_local_b_preferred(ctx->pool, Mg, OS, Kdim);
-            if (implicit) {
+            if (implicit && !sub1x1) {
                 conv_pack_ctx pc = {&g, xg};
+                cpu_conv_phase_pack pp = {&ph, phased ? phase + gi * Cg * ph.cstride : NULL};
                 st = (local ? cpu_sgemm_packed_a_fn_local : cpu_sgemm_packed_a_fn)(
-                    ctx->pool, Mg, OS, Kdim, &cs->packed[gi], conv_pack_b, &pc, Y + (n * M + gi * Mg) * OS, OS, &e,
-                    &cs->scratch, ctx->err);
+                    ctx->pool, Mg, OS, Kdim, &cs->packed[gi], phased ? cpu_conv_phase_pack_b : conv_pack_b,
+                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
                 if (st != KILN_OK) return st;
             } else if (local) {
                 pw_pack_ctx pc = {B, OS};

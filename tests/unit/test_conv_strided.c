@@ -1,0 +1,276 @@
+/* test_conv_strided.c - strided 2-D Conv through the phase-split input (cpu_conv_strided.h,
+ * cpu_conv_strided_avx2.c) against a direct double-precision reference: 7x7/2 stems,
+ * 3x3/2 and 1x1/2 layers at the sizes where 16-position B panels cross output rows (28,
+ * 14, 7 wide) and narrower (the packer's scalar loop), odd input sizes, asymmetric and
+ * zero pads, stride 3, unequal strides, dilation with stride, groups, a 1x1 stride-1 conv
+ * with pads (a single-phase copy too), batch > 1, several k-blocks, bias / residual / ReLU
+ * / Clip epilogues, on 1 and 2 pool threads and with B packed both whole and per task.
+ * Also the plan's phase bookkeeping. Skips (with a printed reason) without AVX2+FMA.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_conv_strided.h"
+#include "backends/cpu/cpu_gemm_packed.h"
+#include "runtime/tensor.h"
+
+static uint32_t rng = 4242;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xffff) / 32768.f - 1.f;
+}
+
+typedef struct sconv {
+    int64_t N, C, H, W, M, KH, KW, sh, sw, dh, dw, group;
+    int64_t pads[4]; /* top, left, bottom, right */
+    bool bias, residual;
+    const char *act; /* NULL, "Relu" or "Clip" */
+} sconv;
+
+static int64_t out_h(const sconv *c) { return (c->H + c->pads[0] + c->pads[2] - (c->KH - 1) * c->dh - 1) / c->sh + 1; }
+static int64_t out_w(const sconv *c) { return (c->W + c->pads[1] + c->pads[3] - (c->KW - 1) * c->dw - 1) / c->sw + 1; }
+
+static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
+    rt_value_init(v);
+    kiln_error e = {0};
+    rt_tensor *t = rt_value_as_tensor(v);
+    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT, rank, dims, &e), KILN_OK);
+    for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
+}
+
+/* Direct convolution in double with the epilogue; scale = sum of |terms| per output. */
+static void reference(const sconv *c, const float *x, const float *w, const float *b, const float *res, double *y,
+                      double *scale) {
+    int64_t OH = out_h(c), OW = out_w(c), Cg = c->C / c->group, Mg = c->M / c->group;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
+                    for (int64_t ci = 0; ci < Cg; ci++)
+                        for (int64_t kh = 0; kh < c->KH; kh++)
+                            for (int64_t kw = 0; kw < c->KW; kw++) {
+                                int64_t ih = oh * c->sh + kh * c->dh - c->pads[0];
+                                int64_t iw = ow * c->sw + kw * c->dw - c->pads[1];
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                                int64_t xc = (m / Mg) * Cg + ci;
+                                double p = (double)w[((m * Cg + ci) * c->KH + kh) * c->KW + kw] *
+                                           x[((n * c->C + xc) * c->H + ih) * c->W + iw];
+                                acc += p;
+                                sc += fabs(p);
+                            }
+                    int64_t o = ((n * c->M + m) * OH + oh) * OW + ow;
+                    if (res) {
+                        acc += res[o];
+                        sc += fabs(res[o]);
+                    }
+                    if (c->act && !strcmp(c->act, "Relu")) acc = acc > 0 ? acc : 0;
+                    if (c->act && !strcmp(c->act, "Clip")) acc = acc < -0.5 ? -0.5 : acc > 0.75 ? 0.75 : acc;
+                    y[o] = acc;
+                    scale[o] = sc;
+                }
+}
+
+/* Runs the case through the Conv kernel's GEMM entry point (W an initializer, so the
+ * packed-weight path is taken) twice (the second run reuses the node's state) and returns
+ * the largest error relative to the per-output scale. */
+static double run_case(const sconv *c, cpu_threadpool *pool) {
+    rng = 4242;
+    int64_t OH = out_h(c), OW = out_w(c);
+    rt_value in[4], out;
+    fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
+    fill(&in[1], 4, (int64_t[]){c->M, c->C / c->group, c->KH, c->KW});
+    fill(&in[2], 1, (int64_t[]){c->M});
+    fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
+    int64_t k[2] = {c->KH, c->KW}, s[2] = {c->sh, c->sw}, d[2] = {c->dh, c->dw};
+    int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
+    ir_attr attrs[10];
+    memset(attrs, 0, sizeof attrs);
+    int32_t na = 0;
+    attrs[na++] = (ir_attr){.name = "kernel_shape", .type = IR_ATTR_INTS, .n = 2, .ints = k};
+    attrs[na++] = (ir_attr){.name = "strides", .type = IR_ATTR_INTS, .n = 2, .ints = s};
+    attrs[na++] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = d};
+    attrs[na++] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
+    attrs[na++] = (ir_attr){.name = "group", .type = IR_ATTR_INT, .i = c->group};
+    if (c->residual) attrs[na++] = (ir_attr){.name = "kiln_residual", .type = IR_ATTR_INT, .i = 3};
+    if (c->act) {
+        attrs[na++] = (ir_attr){.name = "kiln_activation", .type = IR_ATTR_STRING,
+                                .s = {.data = c->act, .len = strlen(c->act)}};
+        if (!strcmp(c->act, "Clip")) {
+            attrs[na++] = (ir_attr){.name = "kiln_activation_min", .type = IR_ATTR_FLOAT, .f = -0.5f};
+            attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
+        }
+    }
+    int32_t in_ids[4] = {0, 1, 2, 3}, out_ids[1] = {4};
+    ir_tensor dummy;
+    memset(&dummy, 0, sizeof dummy);
+    ir_value vals[5];
+    memset(vals, 0, sizeof vals);
+    vals[1].init = &dummy; /* W is an initializer */
+    ir_graph graph;
+    memset(&graph, 0, sizeof graph);
+    graph.values = vals;
+    graph.n_values = 5;
+    ir_node node;
+    memset(&node, 0, sizeof node);
+    node.name = "conv";
+    node.op_type = "Conv";
+    node.domain = "";
+    node.opset = 17;
+    node.attrs = attrs;
+    node.n_attrs = na;
+    node.inputs = in_ids;
+    node.n_inputs = c->residual ? 4 : 3;
+    node.outputs = out_ids;
+    node.n_outputs = 1;
+    kiln_error err = {0};
+    void *state = NULL;
+    void (*state_free)(void *) = NULL;
+    cpu_kernel_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = &node;
+    ctx.graph = &graph;
+    ctx.pool = pool;
+    ctx.err = &err;
+    ctx.state = &state;
+    ctx.state_free = &state_free;
+    const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
+    size_t ny = (size_t)(c->N * c->M * OH * OW);
+    double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
+    assert_non_null(ref);
+    assert_non_null(scale);
+    reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, ref,
+              scale);
+    double worst = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        rt_value_init(&out);
+        kiln_status st = cpu_conv_run_gemm(&ctx, ins, node.n_inputs, &out, 1);
+        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
+        assert_int_equal(out.t.count, ny);
+        const float *yd = out.t.data;
+        for (size_t i = 0; i < ny; i++) {
+            double e = fabs(yd[i] - ref[i]) / (scale[i] + 1e-6);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+        rt_value_release(&out);
+    }
+    if (state && state_free) state_free(state);
+    for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
+    free(ref);
+    free(scale);
+    return worst;
+}
+
+#define TOL 2e-6
+
+/*  N   C   H   W   M KH KW sh sw dh dw g  pads           bias  res    act */
+static const sconv cases[] = {
+    {1, 3, 45, 47, 20, 7, 7, 2, 2, 1, 1, 1, {3, 3, 3, 3}, true, false, "Relu"},   /* stem, odd sizes */
+    {1, 3, 95, 97, 24, 7, 7, 2, 2, 1, 1, 1, {3, 3, 3, 3}, true, true, "Relu"},    /* stem, B per task */
+    {2, 24, 56, 56, 32, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, false, "Relu"},  /* 28 wide: crossing panels */
+    {1, 40, 28, 28, 48, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, true, "Relu"},   /* 14 wide */
+    {2, 70, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, false, true, "Clip"},  /* 7 wide, 2 k-blocks */
+    {1, 16, 11, 9, 12, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},     /* 6x5: scalar packer */
+    {1, 16, 13, 15, 8, 3, 3, 2, 2, 1, 1, 1, {0, 2, 1, 0}, true, false, "Relu"},   /* asymmetric pads */
+    {1, 8, 23, 31, 12, 4, 4, 3, 3, 1, 1, 1, {2, 1, 0, 2}, true, false, NULL},     /* stride 3, even kernel */
+    {1, 8, 20, 41, 10, 3, 5, 1, 2, 1, 1, 1, {1, 2, 1, 2}, false, false, NULL},    /* stride 1 x 2 */
+    {1, 8, 33, 35, 10, 3, 3, 2, 2, 2, 3, 1, {2, 3, 2, 3}, true, false, NULL},     /* dilation + stride */
+    {2, 12, 29, 30, 18, 3, 3, 2, 2, 1, 1, 3, {1, 1, 1, 1}, true, true, "Relu"},   /* groups */
+    {2, 64, 56, 56, 48, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, true, "Relu"},   /* 1x1/2 downsample */
+    {1, 300, 15, 13, 40, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, true, NULL},   /* 1x1/2, odd, 2 k-blocks */
+    {1, 16, 9, 10, 24, 1, 1, 3, 2, 1, 1, 2, {1, 0, 2, 1}, true, false, "Clip"},   /* 1x1 strided, pads, groups */
+    {1, 16, 9, 10, 24, 1, 1, 1, 1, 1, 1, 1, {1, 1, 0, 2}, true, false, NULL},     /* 1x1 stride 1 with pads */
+};
+
+static void test_strided_matches_reference(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA (the phase path runs on the packed GEMM only)\n");
+        return;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error e = {0};
+        assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            double err = run_case(&cases[i], pool);
+            if (!(err <= TOL)) fail_msg("case %zu (%d threads): error %.3g", i, threads, err);
+        }
+        cpu_threadpool_free(pool);
+    }
+}
+
+/* The plan: phase sizes, the phases kept, and tap offsets that point at the right float
+ * of the planes built from a known image (x[c][h][w] = c*10000 + h*100 + w + 1, 0 in the
+ * padding). */
+static void test_phase_plan(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    const sconv geo[] = {
+        {1, 2, 13, 11, 1, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, false, false, NULL},
+        {1, 2, 13, 11, 1, 7, 5, 2, 3, 1, 1, 1, {3, 2, 2, 1}, false, false, NULL},
+        {1, 2, 13, 11, 1, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+        {1, 2, 13, 11, 1, 3, 2, 2, 2, 2, 2, 1, {2, 1, 2, 1}, false, false, NULL}, /* dilation 2: one phase */
+    };
+    for (size_t gi = 0; gi < sizeof geo / sizeof geo[0]; gi++) {
+        const sconv *c = &geo[gi];
+        cpu_conv_geom g;
+        memset(&g, 0, sizeof g);
+        g.nsp = 2;
+        g.in[0] = c->H, g.in[1] = c->W, g.k[0] = c->KH, g.k[1] = c->KW;
+        g.stride[0] = c->sh, g.stride[1] = c->sw, g.dil[0] = c->dh, g.dil[1] = c->dw;
+        g.pad0[0] = c->pads[0], g.pad0[1] = c->pads[1], g.pad1[0] = c->pads[2], g.pad1[1] = c->pads[3];
+        g.out[0] = out_h(c), g.out[1] = out_w(c);
+        g.in_size = c->H * c->W, g.out_size = g.out[0] * g.out[1], g.k_size = c->KH * c->KW;
+        cpu_conv_phase ph;
+        assert_true(cpu_conv_phase_plan(&g, &ph));
+        assert_int_equal(ph.H2, g.out[0] + ((c->KH - 1) * c->dh) / c->sh);
+        assert_int_equal(ph.W2, g.out[1] + ((c->KW - 1) * c->dw) / c->sw);
+        if (c->KH == 1 && c->KW == 1) assert_int_equal(ph.cstride, g.out_size); /* the subsampled image */
+        if (c->dh == 2 && c->sh == 2) assert_int_equal(ph.ny, 1);
+        float *x = malloc((size_t)(c->C * c->H * c->W) * sizeof(float));
+        float *p = malloc((size_t)(c->C * ph.cstride) * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(p);
+        for (int64_t ci = 0; ci < c->C; ci++)
+            for (int64_t h = 0; h < c->H; h++)
+                for (int64_t w = 0; w < c->W; w++) x[(ci * c->H + h) * c->W + w] = (float)(ci * 10000 + h * 100 + w + 1);
+        cpu_conv_phase_build(NULL, &ph, x, c->C, p);
+        for (int64_t ci = 0; ci < c->C; ci++)
+            for (int64_t kh = 0; kh < c->KH; kh++)
+                for (int64_t kw = 0; kw < c->KW; kw++)
+                    for (int64_t oh = 0; oh < g.out[0]; oh++)
+                        for (int64_t ow = 0; ow < g.out[1]; ow++) {
+                            int64_t ih = oh * c->sh + kh * c->dh - c->pads[0], iw = ow * c->sw + kw * c->dw - c->pads[1];
+                            float want = ih < 0 || ih >= c->H || iw < 0 || iw >= c->W
+                                             ? 0.f
+                                             : (float)(ci * 10000 + ih * 100 + iw + 1);
+                            float got = p[ci * ph.cstride + ph.yoff[kh] + ph.xoff[kw] + oh * ph.W2 + ow];
+                            if (got != want)
+                                fail_msg("geometry %zu: c %lld tap (%lld,%lld) out (%lld,%lld): %g, want %g", gi,
+                                         (long long)ci, (long long)kh, (long long)kw, (long long)oh, (long long)ow,
+                                         got, want);
+                        }
+        free(x);
+        free(p);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_phase_plan),
+        cmocka_unit_test(test_strided_matches_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
