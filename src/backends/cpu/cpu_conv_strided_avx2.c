@@ -66,47 +66,48 @@ typedef struct build_job {
     float *dst;
 } build_job;
 
-static void build_run(void *user, int64_t c0, int64_t c1) {
+/* Items are (channel, phase plane) pairs, so that the stem's 3 channels (12 planes)
+ * still spread over the threads. */
+static void build_run(void *user, int64_t i0, int64_t i1) {
     const build_job *j = user;
     const cpu_conv_phase *ph = j->ph;
     const cpu_conv_geom *g = ph->g;
     int64_t H = g->in[0], W = g->in[1], sh = g->stride[0], sw = g->stride[1], pt = g->pad0[0], pl = g->pad0[1];
-    int64_t H2 = ph->H2, W2 = ph->W2;
-    for (int64_t c = c0; c < c1; c++) {
+    int64_t H2 = ph->H2, W2 = ph->W2, planes = ph->ny * ph->nx;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t c = it / planes, yi = (it % planes) / ph->nx, xi = it % ph->nx;
         const float *xc = j->x + c * H * W;
-        float *pc = j->dst + c * ph->cstride;
-        for (int64_t yi = 0; yi < ph->ny; yi++)
-            for (int64_t xi = 0; xi < ph->nx; xi++) {
-                float *plane = pc + (yi * ph->nx + xi) * ph->plane;
-                int64_t px = ph->px[xi];
-                /* plane columns j whose input column j*sw + px - pl lies in [0, W) */
-                int64_t jlo = pl > px ? (pl - px + sw - 1) / sw : 0;
-                int64_t jhi = W - 1 + pl - px < 0 ? 0 : (W - 1 + pl - px) / sw + 1;
-                if (jhi > W2) jhi = W2;
-                if (jlo > jhi) jlo = jhi;
-                for (int64_t i = 0; i < H2; i++) {
-                    float *d = plane + i * W2;
-                    int64_t ih = i * sh + ph->py[yi] - pt;
-                    if (ih < 0 || ih >= H || jlo == jhi) {
-                        memset(d, 0, (size_t)W2 * sizeof(float));
-                        continue;
-                    }
-                    const float *src = xc + ih * W + jlo * sw + px - pl;
-                    if (jlo) memset(d, 0, (size_t)jlo * sizeof(float));
-                    if (sw == 1) memcpy(d + jlo, src, (size_t)(jhi - jlo) * sizeof(float));
-                    else if (sw == 2) extract_s2(src, jhi - jlo, d + jlo);
-                    else
-                        for (int64_t t = 0; t < jhi - jlo; t++) d[jlo + t] = src[t * sw];
-                    if (jhi < W2) memset(d + jhi, 0, (size_t)(W2 - jhi) * sizeof(float));
-                }
+        float *plane = j->dst + c * ph->cstride + (yi * ph->nx + xi) * ph->plane;
+        int64_t px = ph->px[xi];
+        /* plane columns j whose input column j*sw + px - pl lies in [0, W) */
+        int64_t jlo = pl > px ? (pl - px + sw - 1) / sw : 0;
+        int64_t jhi = W - 1 + pl - px < 0 ? 0 : (W - 1 + pl - px) / sw + 1;
+        if (jhi > W2) jhi = W2;
+        if (jlo > jhi) jlo = jhi;
+        for (int64_t i = 0; i < H2; i++) {
+            float *d = plane + i * W2;
+            int64_t ih = i * sh + ph->py[yi] - pt;
+            if (ih < 0 || ih >= H || jlo == jhi) {
+                memset(d, 0, (size_t)W2 * sizeof(float));
+                continue;
             }
+            const float *src = xc + ih * W + jlo * sw + px - pl;
+            if (jlo) memset(d, 0, (size_t)jlo * sizeof(float));
+            if (sw == 1) memcpy(d + jlo, src, (size_t)(jhi - jlo) * sizeof(float));
+            else if (sw == 2) extract_s2(src, jhi - jlo, d + jlo);
+            else
+                for (int64_t t = 0; t < jhi - jlo; t++) d[jlo + t] = src[t * sw];
+            if (jhi < W2) memset(d + jhi, 0, (size_t)(W2 - jhi) * sizeof(float));
+        }
     }
 }
 
 void cpu_conv_phase_build(cpu_threadpool *pool, const cpu_conv_phase *ph, const float *x, int64_t channels,
                           float *dst) {
     build_job j = {ph, x, dst};
-    cpu_parallel_for(pool, channels, 4, build_run, &j);
+    /* grain: about 4K floats of planes per chunk at least */
+    int64_t grain = (4096 + ph->plane - 1) / ph->plane;
+    cpu_parallel_for(pool, channels * ph->ny * ph->nx, grain, build_run, &j);
 }
 
 /* A panel row is the 16 positions' floats of one tap of one channel: position j of the
