@@ -1,7 +1,7 @@
 """test_conv_strided.py - strided convolutions with constant weights against ONNX Runtime.
 
-kiln packs constant Conv weights once and runs strided 2-D convs through a phase-split
-copy of the input (src/backends/cpu/cpu_conv_strided.h); the generic op tests feed W as a
+kiln packs constant Conv weights once and runs strided 2-D convs (and stride-1 ones the
+GEMM takes) through a phase-split copy of the input (src/backends/cpu/cpu_conv_strided.h); the generic op tests feed W as a
 graph input, which takes the other path. Here W and B are initializers, and the Conv is
 followed by the Add / Relu that kiln's fusion pass folds into the GEMM's epilogue (as in
 ResNet's stem, its 3x3/2 convs and its 1x1/2 downsample convs with the residual sum).
@@ -42,6 +42,7 @@ CASE_LIST = [
     ("downsample_1x1s2", (2, 32, 28, 28), (48, 32, 1, 1), dict(strides=[2, 2]), "add_relu"),
     ("downsample_1x1s2_odd", (1, 24, 15, 13), (40, 24, 1, 1), dict(strides=[2, 2]), "add_relu"),
     ("conv1x1_pads", (1, 8, 9, 10), (12, 8, 1, 1), dict(pads=[1, 0, 0, 2]), "relu"),
+    ("conv5x5s1_pad", (2, 10, 13, 17), (14, 10, 5, 5), dict(pads=[2, 1, 2, 3]), "add_relu"),
 ]
 
 

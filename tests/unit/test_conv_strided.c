@@ -3,7 +3,8 @@
  * 3x3/2 and 1x1/2 layers at the sizes where 16-position B panels cross output rows (28,
  * 14, 7 wide) and narrower (the packer's scalar loop), odd input sizes, asymmetric and
  * zero pads, stride 3, unequal strides, dilation with stride, groups, a 1x1 stride-1 conv
- * with pads (a single-phase copy too), batch > 1, several k-blocks, bias / residual / ReLU
+ * with pads (a single-phase copy too), stride-1 KxK convs (a padded copy), a kernel too
+ * long for the phase path (the older per-segment packer, conv_pack_b), batch > 1, several k-blocks, bias / residual / ReLU
  * / Clip epilogues, on 1 and 2 pool threads and with B packed both whole and per task.
  * Also the plan's phase bookkeeping. Skips (with a printed reason) without AVX2+FMA.
  */
@@ -188,6 +189,9 @@ static const sconv cases[] = {
     {1, 300, 15, 13, 40, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, true, NULL},   /* 1x1/2, odd, 2 k-blocks */
     {1, 16, 9, 10, 24, 1, 1, 3, 2, 1, 1, 2, {1, 0, 2, 1}, true, false, "Clip"},   /* 1x1 strided, pads, groups */
     {1, 16, 9, 10, 24, 1, 1, 1, 1, 1, 1, 1, {1, 1, 0, 2}, true, false, NULL},     /* 1x1 stride 1 with pads */
+    {2, 20, 17, 19, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, true, "Relu"},   /* stride 1: padded copy */
+    {1, 6, 12, 23, 10, 5, 5, 1, 1, 1, 2, 2, {2, 4, 1, 3}, true, false, NULL},     /* stride 1, dilation, groups */
+    {1, 4, 9, 80, 8, 1, 33, 1, 2, 1, 1, 1, {0, 5, 0, 5}, true, false, "Relu"},    /* too long: conv_pack_b */
 };
 
 static void test_strided_matches_reference(void **state) {

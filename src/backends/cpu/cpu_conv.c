@@ -12,9 +12,12 @@
  *     attribute, cpu_conv.h); without a timed choice F(4x4, 3x3), or F(2x2, 3x3) for
  *     fewer than 16 output tiles (conv_winograd_tile);
  *   - other 2-D convs with constant weights on AVX2: implicit GEMM, B panels packed
- *     straight from the image (conv_pack_b); when B is large (the stem, 56x56 layers) the
- *     panels are packed slice by slice inside the GEMM's tasks, never written out whole
- *     (cpu_sgemm_packed_a_fn_local; 1x1 convs too, through pw_pack_b);
+ *     from a phase-split copy of the image (cpu_conv_strided.h: each stride phase a plane,
+ *     padding written in, so every kernel tap is a contiguous read; a strided 1x1 conv's
+ *     one phase is the subsampled image, run as a pointwise conv); when B is large (the
+ *     stem, 56x56 layers) the panels are packed slice by slice inside the GEMM's tasks,
+ *     never written out whole (cpu_sgemm_packed_a_fn_local; 1x1 convs too, through
+ *     pw_pack_b);
  *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
  *     reused every run: no allocation in steady state), then one GEMM per group.
  * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
@@ -109,7 +112,9 @@ static float *conv_phase_buf(conv_state *s, uint64_t n) {
 
 /* Packs panel `panel` (16 output positions) of the virtual im2col matrix, rows [k0,
  * k0+kc), straight from the image: the 16 positions are split into runs that share an
- * output row, so each run is one contiguous (stride 1) or strided read per kernel tap. */
+ * output row, so each run is one contiguous (stride 1) or strided read per kernel tap.
+ * Only for kernels too long for the phase-split input (cpu_conv_strided.h, which every
+ * other implicit-GEMM conv takes); its stride-2 AVX2 gathers went with that change. */
 typedef struct conv_pack_ctx {
     const cpu_conv_geom *g;
     const float *x; /* this image and group: [Cg, H, W] */
@@ -139,26 +144,12 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * 16;
         const float *xc = pc->x + c * H * W;
-        if (one_seg && sw == 2 && dw == 1 && kw == 0 && KW > 1 && KW <= 16 && k + KW <= kc) {
-            /* every kernel column of this (c, kh) from one read of the image row
-             * (cpu_conv_avx2.c). bench_layers, 1 thread, thread CPU time, min of 15 x 3
-             * rounds, load 2.6: the 7x7/2 stem 3.53 -> 3.21 ms, layer2.0's 3x3/2 3.25 ->
-             * 3.01 ms; the four stride-2 KxK convs of ResNet-50 at batch 8 122.0 -> 111.3 ms */
-            int64_t ih = seg_oh[0] * sh + kh * dh - pt, iw0 = seg_ow[0] * 2 - pl;
-            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 30 + KW - 1 < W) {
-                cpu_conv_gather16_s2_taps(xc + ih * W + iw0, KW, d);
-                k += KW - 1;
-                kw = KW - 1; /* the odometer below moves on to the next kernel row */
-                goto next;
-            }
-        }
         if (one_seg) {
             /* the common case: 16 positions on one output row */
             int64_t ih = seg_oh[0] * sh + kh * dh - pt, iw0 = seg_ow[0] * sw + kw * dw - pl;
             if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
                 const float *src = xc + ih * W + iw0;
                 if (sw == 1) memcpy(d, src, 16 * sizeof(float));
-                else if (sw == 2) cpu_conv_gather16_s2(src, d);
                 else
                     for (int t = 0; t < 16; t++) d[t] = src[t * sw];
                 goto next;
@@ -423,13 +414,12 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
     bool col_owned = false;
     /* 2-D with packed weights: B panels are packed straight from the image (no im2col) */
     bool implicit = cs && nsp == 2 && !pointwise;
-    /* Strided (and non-pointwise 1x1) convs: the image is first split into its stride
-     * phases with the padding written in (cpu_conv_strided.h), so B panels pack with plain
-     * loads; a 1x1 kernel's single phase is the subsampled image [C, OH*OW], run as a
-     * pointwise conv on it. */
+    /* The image is first split into its stride phases with the padding written in
+     * (cpu_conv_strided.h; for stride 1 a padded copy), so B panels pack with plain loads;
+     * a 1x1 kernel's single phase is the subsampled image [C, OH*OW], run as a pointwise
+     * conv on it. conv_pack_b stays for kernels longer than CPU_CONV_PHASE_MAX_K. */
     cpu_conv_phase ph;
-    bool phased = implicit && (g.stride[0] > 1 || g.stride[1] > 1 || (g.k[0] == 1 && g.k[1] == 1)) &&
-                  cpu_conv_phase_plan(&g, &ph);
+    bool phased = implicit && cpu_conv_phase_plan(&g, &ph);
     bool sub1x1 = phased && g.k[0] == 1 && g.k[1] == 1;
     float *phase = NULL;
     if (phased) {

@@ -27,11 +27,4 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
 
-/* dst[t] = src[2t] for t < 16 (AVX2; cpu_conv_avx2.c). Only on the packed-GEMM path. */
-void cpu_conv_gather16_s2(const float *src, float *dst);
-/* All `taps` kernel columns of one (channel, kernel row) of a stride-2 dilation-1 conv at
- * once: dst[t*16 + j] = src[t + 2j] for t < taps, j < 16 (taps consecutive B-panel rows).
- * Reads src[0 .. 30 + taps - 1] only; 1 <= taps <= 16. */
-void cpu_conv_gather16_s2_taps(const float *src, int64_t taps, float *dst);
-
 #endif
