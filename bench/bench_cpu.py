@@ -8,11 +8,14 @@ For each model (ResNet-50, BERT-base seq 128, MobileNetV2) and thread count (1, 
     timed one by one by bench/bench_layers.c, next to ORT's per-node profile, with each
     layer's GFLOP/s and its distance from the machine's measured GEMM peak.
 ORT runs with intra_op_num_threads = threads, inter_op 1, sequential execution and all
-graph optimisations. kiln end-to-end uses `kiln run` (src/cli/cli_run.c); when the binary
-has no `run` subcommand yet the kiln end-to-end columns say so.
+graph optimisations. kiln end-to-end uses `kiln exec`: the first round builds the engine
+(tactic timing included) and saves it, later rounds load it. ORT and kiln alternate in
+--rounds rounds per configuration, the reps spread over them, and each side's figure is the
+median of its round medians: on a shared VM whole-run medians move 10-30% within minutes,
+and alternating gives both engines the same share of slow and fast phases.
 
 Usage: python3 bench/bench_cpu.py [--models resnet50,bert,mobilenetv2] [--threads 1,2]
-                                  [--reps N] [--quick] [--markdown]
+                                  [--reps N] [--rounds R] [--quick] [--layers N]
 """
 import argparse
 import json
@@ -106,16 +109,29 @@ def kiln_has_run():
     return r.returncode == 0
 
 
-def kiln_e2e(path, model, batch, threads, reps):
-    """Median ms from `kiln run`, or None when unavailable/failing (reason printed)."""
-    shapes = ",".join(f"{n}:{'x'.join(str(batch if d == 'batch' else 128 if d == 'seq' else d) for d in spec[1])}"
-                      for n, spec in make_zoo.INPUTS[model].items())
-    cmd = [str(KILN), "run", str(path), "--inputs-random", "--iterations", str(reps), "--warmUp", "2",
-           "--threads", str(threads), "--shapes", shapes]
+def kiln_shapes(model, batch):
+    return ",".join(f"{n}:{'x'.join(str(batch if d == 'batch' else 128 if d == 'seq' else d) for d in spec[1])}"
+                    for n, spec in make_zoo.INPUTS[model].items())
+
+
+def kiln_e2e(path, model, batch, threads, reps, engine=None, build=True):
+    """Median ms of `reps` inferences, or None when unavailable/failing (reason printed).
+
+    With `engine`, `kiln exec` builds the engine from the model and saves it there
+    (build=True) or loads it (build=False), so interleaved rounds time one set of tactics
+    and do not pay the build again; without it, `kiln run` builds and runs in one go."""
+    shapes = kiln_shapes(model, batch)
+    if engine is None:
+        cmd = [str(KILN), "run", str(path), "--inputs-random", "--iterations", str(reps), "--warmUp", "2",
+               "--threads", str(threads), "--shapes", shapes]
+    else:
+        src = [f"--onnx={path}", f"--saveEngine={engine}"] if build else [f"--loadEngine={engine}"]
+        cmd = [str(KILN), "exec", *src, f"--shapes={shapes}", f"--threads={threads}", f"--iterations={reps}",
+               "--warmUp=200", "--duration=0"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"median\s*[=:]\s*([\d.]+)\s*ms", r.stdout)
     if r.returncode != 0 or not m:
-        print(f"  kiln run failed (rc {r.returncode}): {(r.stderr or r.stdout).strip()[:300]}", file=sys.stderr)
+        print(f"  kiln failed (rc {r.returncode}): {(r.stderr or r.stdout).strip()[:300]}", file=sys.stderr)
         return None
     return float(m.group(1))
 
@@ -279,6 +295,9 @@ def main():
     ap.add_argument("--models", default="resnet50,bert,mobilenetv2")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="ORT and kiln alternate this many rounds per configuration (reps spread over them); "
+                         "each engine's figure is the median of its round medians")
     ap.add_argument("--quick", action="store_true", help="3 repetitions, batch-8 only at the highest thread count")
     ap.add_argument("--layers", type=int, default=12, help="hottest layers to list per model (0 = none)")
     a = ap.parse_args()
@@ -313,8 +332,23 @@ def main():
                     continue
                 feeds = make_zoo.make_inputs(model, batch)
                 s = ort_session(path, t)
-                o_ms = time_runs(lambda: s.run(None, feeds), reps if batch == 1 else max(3, reps // 3))
-                k_ms = kiln_e2e(path, model, batch, t, reps if batch == 1 else max(3, reps // 3)) if have_run else None
+                n = reps if batch == 1 else max(3, reps // 3)
+                per_round = max(1, -(-n // a.rounds))
+                o_meds, k_meds = [], []
+                engine = os.path.join(tempfile.gettempdir(), f"kiln_bench_{model}_b{batch}_t{t}_{os.getpid()}.engine")
+                # ORT and kiln alternate round by round so both see the same machine phases
+                # (on a shared VM whole-run medians move 10-30% within minutes)
+                for rnd in range(a.rounds):
+                    o_meds.append(time_runs(lambda: s.run(None, feeds), per_round, warmup=2 if rnd == 0 else 1))
+                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0) if have_run else None
+                    if k is None:
+                        k_meds = []
+                        break
+                    k_meds.append(k)
+                if os.path.exists(engine):
+                    os.unlink(engine)
+                o_ms = float(np.median(o_meds))
+                k_ms = float(np.median(k_meds)) if k_meds else None
                 if batch == 1:
                     rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None))
                 else:

@@ -8,6 +8,8 @@
  */
 #include "runtime/bufpool.h"
 
+#include "core/bigalloc.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +59,7 @@ void *rt_bufpool_get(void *pool, uint64_t nbytes) {
             break;
         }
     if (!base) {
-        base = aligned_alloc(HDR, (size_t)(size + HDR));
+        base = kiln_alloc_aligned((size_t)(size + HDR)); /* HDR == 64: kiln_alloc_aligned's alignment */
         if (base) {
             p->stats.misses++;
             p->stats.bytes_owned += size;

@@ -7,6 +7,7 @@
  * (a slot, a caller's input, an initializer, or an enclosing frame's value).
  */
 #include "runtime/executor.h"
+#include "core/bigalloc.h"
 #include "build/memplan.h"
 #include "runtime/bufpool.h"
 #include "runtime/executor_internal.h"
@@ -817,7 +818,7 @@ static void arena_replan(rt_executor *ex) {
     kiln_error e = {0};
     if (build_memplan_graph_views(g, sizes, rt_exec_plan_for(ex, g) ? rt_exec_plan_for(ex, g)->view_root : NULL, &plan, &e) == KILN_OK) {
         uint64_t bytes = (plan.arena_bytes + 63) / 64 * 64;
-        uint8_t *base = bytes && bytes <= SIZE_MAX ? aligned_alloc(64, (size_t)bytes) : NULL;
+        uint8_t *base = bytes && bytes <= SIZE_MAX ? kiln_alloc_aligned((size_t)bytes) : NULL;
         if (base && plan.n_offsets >= nv) {
             for (int32_t v = 0; v < nv; v++) {
                 ex->arena.offset[v] = sizes[v] ? plan.offsets[v] : BUILD_MEMPLAN_NONE;

@@ -1,5 +1,6 @@
 /* tensor.c - runtime tensors and values (see tensor.h). */
 #include "runtime/tensor.h"
+#include "core/bigalloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ static void *aligned_alloc_bytes(uint64_t n) {
     if (n == 0) n = 1;
     uint64_t rounded = (n + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN;
     if (rounded < n || rounded > SIZE_MAX) return NULL;
-    return aligned_alloc(RT_ALIGN, (size_t)rounded);
+    return kiln_alloc_aligned((size_t)rounded);
 }
 
 void rt_tensor_release(rt_tensor *t) {

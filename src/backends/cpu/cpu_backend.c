@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "core/bigalloc.h"
 #include "runtime/backend.h"
 
 typedef struct cpu_backend_ctx {
@@ -123,7 +124,7 @@ static kiln_status cpu_alloc(void *ctx, uint64_t bytes, void **ptr, kiln_error *
     (void)ctx;
     uint64_t rounded = (bytes + 63) / 64 * 64;
     if (rounded < bytes || rounded > SIZE_MAX) return kiln_err_set(err, KILN_ERR_LIMIT, "allocation too large");
-    *ptr = aligned_alloc(64, rounded ? (size_t)rounded : 64);
+    *ptr = kiln_alloc_aligned((size_t)rounded);
     if (!*ptr)
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory allocating %llu bytes", (unsigned long long)bytes);
     return KILN_OK;

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_gelu_avx2.h"
+#include "core/bigalloc.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
 
@@ -62,8 +63,7 @@ static int64_t kc_block(int64_t K) {
 static float *alloc_floats(int64_t n) {
     size_t bytes = (size_t)n * sizeof(float);
     bytes = (bytes + 63) & ~(size_t)63;
-    if (bytes == 0) bytes = 64;
-    return aligned_alloc(64, bytes);
+    return kiln_alloc_aligned(bytes);
 }
 
 static bool size_ok(int64_t a, int64_t b) {

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_winograd.h"
+#include "core/bigalloc.h"
 #include "core/alloc.h"
 
 #define WG_KC 256 /* k-block depth: a 16 x 256 U panel is 16 KiB (L1) */
@@ -52,7 +53,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static float *alloc_floats(uint64_t n) {
     size_t bytes = (size_t)n * sizeof(float);
     bytes = (bytes + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes ? bytes : 64);
+    return kiln_alloc_aligned(bytes);
 }
 
 /* ---- weight transform ----------------------------------------------------------------- */
