@@ -34,6 +34,7 @@
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
+#include "core/bigalloc.h"
 
 typedef struct conv_state {
     float *col;
@@ -100,8 +101,7 @@ static float *conv_phase_buf(conv_state *s, uint64_t n) {
     if (n > s->phase_cap) {
         free(s->phase);
         s->phase_cap = 0;
-        size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
-        s->phase = aligned_alloc(64, bytes);
+        s->phase = kiln_alloc_aligned((size_t)n * sizeof(float)); /* huge pages when large */
         if (!s->phase) return NULL;
         s->phase_cap = (size_t)n;
     }
