@@ -6,9 +6,12 @@
  * Why: perf (bench_layers, 1 thread, batch 1) had the old packer (conv_pack_b: stride-2
  * gathers from the image, per-segment scalar loops for panels crossing output rows or
  * touching the padding) at 13-30% of ResNet-50's strided layers: stem 20%, layer2.0's
- * 3x3/2 30%, layer3.0's 19%, layer4.0's 13%, the 1x1/2 downsample convs 7-16%. Building
- * the planes is one pass over the input (about 1/9 of the B matrix's floats for a 3x3/2
- * conv, 1/49 for the stem, and the packer's rows are then plain loads. */
+ * 3x3/2 30%, layer3.0's 19%, layer4.0's 13%, the 1x1/2 downsample convs 7-16%. Now the
+ * plane copy (one pass over the input) is 6-7% and this packer 3-7%. Interleaved A/B
+ * against main (docs/BENCHMARKS.md, "Session 4: strided convolutions"): the seven strided
+ * layers, bench_layers thread CPU time, batch 8: 191.3 -> 175.7 ms (sum of minima),
+ * batch 1: 19.1 -> 18.4 ms; in the network at batch 8, 1 thread 208 -> 177 ms (ONNX
+ * Runtime 172). Stride-1 convs on the GEMM (a padded copy): 10% less on ResNet's 3x3s. */
 #include <immintrin.h>
 #include <string.h>
 
