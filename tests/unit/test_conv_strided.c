@@ -212,6 +212,45 @@ static void test_strided_matches_reference(void **state) {
     }
 }
 
+/* A deterministic sweep of small geometries: output widths 1-19 (panels whose 8-lane
+ * halves end exactly at a row end, cross it, or span 3+ rows), strides 1-3, kernels 1-5,
+ * dilations 1-2 and pads 0-2 on each side, against the reference. */
+static void test_geometry_sweep(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    uint32_t r = 99;
+    int done = 0;
+    for (int i = 0; i < 400 && done < 80; i++) {
+        r = r * 1103515245u + 12345u;
+        uint32_t v = r >> 4;
+        sconv c = {1 + (int64_t)(v % 2), 1 + (int64_t)((v >> 1) % 5), 0, 0, 1 + (int64_t)((v >> 4) % 9),
+                   1 + (int64_t)((v >> 8) % 5), 1 + (int64_t)((v >> 11) % 5), 1 + (int64_t)((v >> 14) % 3),
+                   1 + (int64_t)((v >> 16) % 3), 1 + (int64_t)((v >> 18) % 2), 1 + (int64_t)((v >> 19) % 2), 1,
+                   {(int64_t)((v >> 20) % 3), (int64_t)((v >> 22) % 3), (int64_t)((v >> 24) % 3),
+                    (int64_t)((v >> 26) % 3)},
+                   (v >> 28) & 1, (v >> 29) & 1, (v >> 30) & 1 ? "Relu" : NULL};
+        r = r * 1103515245u + 12345u;
+        c.H = 1 + (int64_t)((r >> 8) % 24);
+        c.W = 1 + (int64_t)((r >> 16) % 40);
+        /* the kernel's extent must fit the padded input */
+        if (c.H + c.pads[0] + c.pads[2] < (c.KH - 1) * c.dh + 1 || c.W + c.pads[1] + c.pads[3] < (c.KW - 1) * c.dw + 1)
+            continue;
+        double err = run_case(&c, NULL);
+        if (!(err <= TOL))
+            fail_msg("sweep case %d (N%lld C%lld %lldx%lld M%lld k%lldx%lld s%lldx%lld d%lldx%lld pads %lld %lld %lld "
+                     "%lld): error %.3g",
+                     i, (long long)c.N, (long long)c.C, (long long)c.H, (long long)c.W, (long long)c.M,
+                     (long long)c.KH, (long long)c.KW, (long long)c.sh, (long long)c.sw, (long long)c.dh,
+                     (long long)c.dw, (long long)c.pads[0], (long long)c.pads[1], (long long)c.pads[2],
+                     (long long)c.pads[3], err);
+        done++;
+    }
+    assert_true(done >= 40);
+}
+
 /* The plan: phase sizes, the phases kept, and tap offsets that point at the right float
  * of the planes built from a known image (x[c][h][w] = c*10000 + h*100 + w + 1, 0 in the
  * padding). */
@@ -275,6 +314,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_phase_plan),
         cmocka_unit_test(test_strided_matches_reference),
+        cmocka_unit_test(test_geometry_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
