@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_gelu_avx2.h"
+#include "backends/cpu/cpu_gemm_avx512.h"
 #include "core/bigalloc.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
@@ -526,11 +527,45 @@ static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *
     }
 }
 
+bool cpu_gemm_avx512_usable(void) {
+    static _Atomic int cached = -1; /* decided once, as cpu_gemm_packed_supported */
+    int c = cached;
+    if (c < 0) {
+        c = (cpu_features() & CPU_FEATURE_AVX512F) != 0;
+        cached = c;
+    }
+    return c == 1;
+}
+
+/* Two neighbouring full B panels (32 columns) against one A panel: the AVX-512 6x32
+ * kernel for a full 6-row tile, else the AVX2 tiles one panel at a time. */
+static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b, float *tile, int mr, float *C,
+                                  int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                                  bool has_ep, bool fusable) {
+    if (mr != MR) {
+        gemm_tile(kc, a, b, tile, mr, NR, C, ldc, m0, n0, first, last, ep, has_ep, fusable);
+        gemm_tile(kc, a, b + NR * kc, tile, mr, NR, C, ldc, m0, n0 + NR, first, last, ep, has_ep, fusable);
+        return;
+    }
+    cpu_gemm_kernel_6x32_avx512(kc, a, b, b + NR * kc, C, ldc, m0, n0, !first, last && fusable, ep);
+    if (last && fusable && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) {
+        gelu_tile(C + m0 * ldc + n0, ldc, MR, ep->act.kind);
+        gelu_tile(C + m0 * ldc + n0 + NR, ldc, MR, ep->act.kind);
+    }
+    if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + 2 * NR);
+}
+
+/* Whether panels np and np+1 (of [np, np1)) are both full and the AVX-512 kernel runs. */
+static inline bool pair_panels(bool use512, int64_t np, int64_t np1, int64_t N) {
+    return use512 && np + 1 < np1 && N - (np + 1) * NR >= NR;
+}
+
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
     const cpu_epilogue *ep = j->ep;
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
     bool fusable = has_ep && act_in_tile(ep->act.kind);
+    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         bool first = k0 == 0, last = k0 + kc >= j->K;
@@ -539,6 +574,16 @@ static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t
             const float *b = bbase + np * NR * kc;
             int64_t n0 = np * NR;
             int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+            if (pair_panels(use512, np, np1, j->N)) {
+                for (int64_t mp = mp0; mp < mp1; mp++) {
+                    int64_t m0 = mp * MR;
+                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
+                                   has_ep, fusable);
+                }
+                np++;
+                continue;
+            }
             /* Short M (at most two m-blocks: BERT's 128 rows): each B panel is used by few A
              * panels, so the stream of B from memory shows. Prefetch the next B panel
              * (16*kc floats) into L2 a slice per A panel while this one is in use.
@@ -709,6 +754,7 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     bool fusable = has_ep && act_in_tile(ep->act.kind);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
+    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         bool first = k0 == 0, last = k0 + kc >= j->K;
@@ -718,6 +764,16 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
             const float *b = buf + (np - np0) * NR * kc;
             int64_t n0 = np * NR;
             int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+            if (pair_panels(use512, np, np1, j->N)) {
+                for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
+                    int64_t m0 = mp * MR;
+                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
+                                   has_ep, fusable);
+                }
+                np++;
+                continue;
+            }
             for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
                 int64_t m0 = mp * MR;
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
