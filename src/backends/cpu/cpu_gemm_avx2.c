@@ -560,6 +560,24 @@ static inline bool pair_panels(bool use512, int64_t np, int64_t np1, int64_t N) 
     return use512 && np + 1 < np1 && N - (np + 1) * NR >= NR;
 }
 
+/* Prefetch of the B panel(s) the block loop uses next into L2, a slice per A panel, for
+ * short M only (gemm_block says why). */
+typedef struct next_panels {
+    const char *p; /* NULL: nothing to fetch */
+    int64_t bytes, step, off;
+} next_panels;
+
+static inline next_panels next_panels_init(const float *next, int64_t floats, int64_t m_blocks, int64_t a_panels) {
+    next_panels n = {(const char *)next, floats * (int64_t)sizeof(float), 0, 0};
+    if (next && m_blocks <= 2) n.step = (n.bytes / a_panels + 63) & ~(int64_t)63;
+    return n;
+}
+
+static inline void next_panels_step(next_panels *n) {
+    for (int64_t e = n->off + n->step; n->step && n->off < e && n->off < n->bytes; n->off += 64)
+        _mm_prefetch(n->p + n->off, _MM_HINT_T1);
+}
+
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
     const cpu_epilogue *ep = j->ep;
@@ -575,9 +593,13 @@ static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t
             int64_t n0 = np * NR;
             int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
             if (pair_panels(use512, np, np1, j->N)) {
+                /* the short-M B prefetch (explained below), for the next pair of panels */
+                next_panels pf = next_panels_init(np + 2 < np1 ? b + 2 * NR * kc : NULL, 2 * NR * kc, j->m_blocks,
+                                                  mp1 - mp0);
                 for (int64_t mp = mp0; mp < mp1; mp++) {
                     int64_t m0 = mp * MR;
                     int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    next_panels_step(&pf);
                     gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
                                    has_ep, fusable);
                 }
@@ -590,13 +612,10 @@ static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t
              * Interleaved A/B runs, 1 thread: 128x3072x768 and 128x768x3072 4-7% faster,
              * 128x768x768 unchanged; 1024x768x768 2-5% slower (B is reused from cache
              * there), hence the condition. */
-            const char *nb = np + 1 < np1 ? (const char *)(b + NR * kc) : NULL;
-            int64_t nb_bytes = NR * kc * (int64_t)sizeof(float), nb_step = 0, nb_off = 0;
-            if (nb && j->m_blocks <= 2) nb_step = (nb_bytes / (mp1 - mp0) + 63) & ~(int64_t)63;
+            next_panels pf = next_panels_init(np + 1 < np1 ? b + NR * kc : NULL, NR * kc, j->m_blocks, mp1 - mp0);
             for (int64_t mp = mp0; mp < mp1; mp++) {
                 int64_t m0 = mp * MR;
-                for (int64_t e = nb_off + nb_step; nb_step && nb_off < e && nb_off < nb_bytes; nb_off += 64)
-                    _mm_prefetch(nb + nb_off, _MM_HINT_T1);
+                next_panels_step(&pf);
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
                 gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
                           fusable);
