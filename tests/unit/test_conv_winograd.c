@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_winograd.h"
+#include "backends/cpu/cpu_gemm_avx512.h"
 #include "runtime/tensor.h"
 
 static uint32_t rng = 777;
@@ -201,6 +202,8 @@ static void test_winograd_matches_reference(void **state) {
         printf("skipped: this CPU has no AVX2+FMA (or KILN_CPU_ISA caps it), Winograd does not run\n");
         return;
     }
+    printf("AVX-512 6x32 Winograd kernel: %s\n", cpu_gemm_avx512_usable() ? "exercised (output channels >= 32)"
+                                                                            : "not exercised, this CPU has no AVX-512F");
     /* 1 thread: private V per task; 2 and 3: shared V wherever the tile blocks cannot
      * fill the threads (the multi-block case at 2 threads runs 3 blocks one after another) */
     for (int threads = 1; threads <= 3; threads++) {

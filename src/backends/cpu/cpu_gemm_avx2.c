@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_gelu_avx2.h"
+#include "backends/cpu/cpu_gemm_avx512.h"
 #include "core/bigalloc.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
@@ -526,11 +527,63 @@ static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *
     }
 }
 
+bool cpu_gemm_avx512_usable(void) {
+    static _Atomic int cached = -1; /* decided once, as cpu_gemm_packed_supported */
+    int c = cached;
+    if (c < 0) {
+        c = (cpu_features() & CPU_FEATURE_AVX512F) != 0;
+        cached = c;
+    }
+    return c == 1;
+}
+
+/* Two neighbouring full B panels (32 columns) against one A panel: the AVX-512 6x32
+ * kernel for a full 6-row tile, else the AVX2 tiles one panel at a time. */
+static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b, float *tile, int mr, float *C,
+                                  int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                                  bool has_ep, bool fusable) {
+    if (mr != MR) {
+        gemm_tile(kc, a, b, tile, mr, NR, C, ldc, m0, n0, first, last, ep, has_ep, fusable);
+        gemm_tile(kc, a, b + NR * kc, tile, mr, NR, C, ldc, m0, n0 + NR, first, last, ep, has_ep, fusable);
+        return;
+    }
+    cpu_gemm_kernel_6x32_avx512(kc, a, b, b + NR * kc, C, ldc, m0, n0, !first, last && fusable, ep);
+    if (last && fusable && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) {
+        gelu_tile(C + m0 * ldc + n0, ldc, MR, ep->act.kind);
+        gelu_tile(C + m0 * ldc + n0 + NR, ldc, MR, ep->act.kind);
+    }
+    if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + 2 * NR);
+}
+
+/* Whether panels np and np+1 (of [np, np1)) are both full and the AVX-512 kernel runs. */
+static inline bool pair_panels(bool use512, int64_t np, int64_t np1, int64_t N) {
+    return use512 && np + 1 < np1 && N - (np + 1) * NR >= NR;
+}
+
+/* Prefetch of the B panel(s) the block loop uses next into L2, a slice per A panel, for
+ * short M only (gemm_block says why). */
+typedef struct next_panels {
+    const char *p; /* NULL: nothing to fetch */
+    int64_t bytes, step, off;
+} next_panels;
+
+static inline next_panels next_panels_init(const float *next, int64_t floats, int64_t m_blocks, int64_t a_panels) {
+    next_panels n = {(const char *)next, floats * (int64_t)sizeof(float), 0, 0};
+    if (next && m_blocks <= 2) n.step = (n.bytes / a_panels + 63) & ~(int64_t)63;
+    return n;
+}
+
+static inline void next_panels_step(next_panels *n) {
+    for (int64_t e = n->off + n->step; n->step && n->off < e && n->off < n->bytes; n->off += 64)
+        _mm_prefetch(n->p + n->off, _MM_HINT_T1);
+}
+
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
     const cpu_epilogue *ep = j->ep;
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
     bool fusable = has_ep && act_in_tile(ep->act.kind);
+    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         bool first = k0 == 0, last = k0 + kc >= j->K;
@@ -539,19 +592,30 @@ static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t
             const float *b = bbase + np * NR * kc;
             int64_t n0 = np * NR;
             int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+            if (pair_panels(use512, np, np1, j->N)) {
+                /* the short-M B prefetch (explained below), for the next pair of panels */
+                next_panels pf = next_panels_init(np + 2 < np1 ? b + 2 * NR * kc : NULL, 2 * NR * kc, j->m_blocks,
+                                                  mp1 - mp0);
+                for (int64_t mp = mp0; mp < mp1; mp++) {
+                    int64_t m0 = mp * MR;
+                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    next_panels_step(&pf);
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
+                                   has_ep, fusable);
+                }
+                np++;
+                continue;
+            }
             /* Short M (at most two m-blocks: BERT's 128 rows): each B panel is used by few A
              * panels, so the stream of B from memory shows. Prefetch the next B panel
              * (16*kc floats) into L2 a slice per A panel while this one is in use.
              * Interleaved A/B runs, 1 thread: 128x3072x768 and 128x768x3072 4-7% faster,
              * 128x768x768 unchanged; 1024x768x768 2-5% slower (B is reused from cache
              * there), hence the condition. */
-            const char *nb = np + 1 < np1 ? (const char *)(b + NR * kc) : NULL;
-            int64_t nb_bytes = NR * kc * (int64_t)sizeof(float), nb_step = 0, nb_off = 0;
-            if (nb && j->m_blocks <= 2) nb_step = (nb_bytes / (mp1 - mp0) + 63) & ~(int64_t)63;
+            next_panels pf = next_panels_init(np + 1 < np1 ? b + NR * kc : NULL, NR * kc, j->m_blocks, mp1 - mp0);
             for (int64_t mp = mp0; mp < mp1; mp++) {
                 int64_t m0 = mp * MR;
-                for (int64_t e = nb_off + nb_step; nb_step && nb_off < e && nb_off < nb_bytes; nb_off += 64)
-                    _mm_prefetch(nb + nb_off, _MM_HINT_T1);
+                next_panels_step(&pf);
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
                 gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
                           fusable);
@@ -709,6 +773,7 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     bool fusable = has_ep && act_in_tile(ep->act.kind);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
+    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         bool first = k0 == 0, last = k0 + kc >= j->K;
@@ -718,6 +783,16 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
             const float *b = buf + (np - np0) * NR * kc;
             int64_t n0 = np * NR;
             int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
+            if (pair_panels(use512, np, np1, j->N)) {
+                for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
+                    int64_t m0 = mp * MR;
+                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
+                                   has_ep, fusable);
+                }
+                np++;
+                continue;
+            }
             for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
                 int64_t m0 = mp * MR;
                 int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/bigalloc.h"
 #include "core/alloc.h"
@@ -509,6 +510,7 @@ static void run_task(const wg_plan *p, int64_t blk, int64_t grp, float *slot) {
     if (!p->vshared) transform_block(p, blk, V, 0, CB);
     /* one GEMM per point: Mb[xi][TB][mg] = V[xi][TB][Cp] * U[xi][Cp][mbeg .. mbeg+mg) */
     int64_t nkb = (Cp + WG_KC - 1) / WG_KC, kb = round_up((Cp + nkb - 1) / nkb, 8);
+    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t xi = 0; xi < pts; xi++) {
         const float *Vx = V + xi * vstride;
         const float *Ux = p->w->u + xi * (p->Mp / 16) * Cp * 16;
@@ -517,6 +519,14 @@ static void run_task(const wg_plan *p, int64_t blk, int64_t grp, float *slot) {
             int64_t kc = Cp - k0 < kb ? Cp - k0 : kb;
             for (int64_t q = 0; q < mg / 16; q++) {
                 const float *b = Ux + ((mbeg / 16 + q) * Cp + k0) * 16;
+                if (use512 && q + 1 < mg / 16) {
+                    /* two 16-channel U panels per AVX-512 kernel call (cpu_gemm_avx512.h) */
+                    for (int64_t pp = 0; pp < np; pp++)
+                        cpu_winograd_kernel_6x32_avx512(kc, Vx + pp * vpanel + (k0 / 8) * 48, b, b + Cp * 16,
+                                                        Mx + pp * 6 * pts * mg + q * 16, pts * mg, k0 > 0);
+                    q++;
+                    continue;
+                }
                 for (int64_t pp = 0; pp < np; pp++)
                     wg_kernel(kc, Vx + pp * vpanel + (k0 / 8) * 48, b, Mx + pp * 6 * pts * mg + q * 16, pts * mg,
                               k0 > 0);

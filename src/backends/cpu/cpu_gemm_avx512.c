@@ -1,0 +1,119 @@
+/* cpu_gemm_avx512.c - the AVX-512 6x32 microkernels (cpu_gemm_avx512.h says where they
+ * are used and why). Compiled with -mavx512f; never called unless
+ * cpu_gemm_avx512_usable().
+ *
+ * Why: on an AVX-512 server core (the Xeon of the GPU host: 2 x 512-bit FMA units) the
+ * 6x16 AVX2 kernel reaches at most half of the core's FLOP rate, and ONNX Runtime's
+ * MLAS, which dispatches to AVX-512 there, ran ResNet-50 and BERT 1.6-2x faster than
+ * kiln (docs/BENCHMARKS.md "Session 4: AVX-512"). The register budget: 12 accumulators
+ * (6 rows x 2 zmm), 2 B vectors, broadcasts folded into the FMAs' memory operands; per k
+ * step 12 FMAs against 8 loads, so the FMA units, not the load ports, set the pace.
+ */
+#include <immintrin.h>
+
+#include "backends/cpu/cpu_gemm_avx512.h"
+
+/* One output row: add C (later k-blocks), then the fusable epilogue, then store. */
+static inline void row_out32(float *c, __m512 v0, __m512 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
+                             int64_t m, int64_t n0) {
+    if (accumulate) {
+        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
+        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
+    }
+    if (fuse) {
+        if (ep->bias_mode == CPU_BIAS_ROW) {
+            __m512 bv = _mm512_set1_ps(ep->bias[m]);
+            v0 = _mm512_add_ps(v0, bv);
+            v1 = _mm512_add_ps(v1, bv);
+        } else if (ep->bias_mode == CPU_BIAS_COL) {
+            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ep->bias + n0));
+            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ep->bias + n0 + 16));
+        }
+        if (ep->residual) {
+            const float *r = ep->residual + m * ep->ld_res + n0;
+            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(r));
+            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(r + 16));
+        }
+        if (ep->act.kind == CPU_ACT_RELU) {
+            v0 = _mm512_max_ps(v0, _mm512_setzero_ps());
+            v1 = _mm512_max_ps(v1, _mm512_setzero_ps());
+        }
+    }
+    _mm512_storeu_ps(c, v0);
+    _mm512_storeu_ps(c + 16, v1);
+}
+
+/* One k step: row i's A value (at A + i * ASTRIDE) times both B vectors. */
+#define STEP6(A, ASTRIDE, B0, B1)                                                                                      \
+    do {                                                                                                               \
+        __m512 x0 = _mm512_loadu_ps(B0), x1 = _mm512_loadu_ps(B1), y;                                                  \
+        y = _mm512_set1_ps((A)[0 * (ASTRIDE)]);                                                                        \
+        c00 = _mm512_fmadd_ps(y, x0, c00);                                                                             \
+        c01 = _mm512_fmadd_ps(y, x1, c01);                                                                             \
+        y = _mm512_set1_ps((A)[1 * (ASTRIDE)]);                                                                        \
+        c10 = _mm512_fmadd_ps(y, x0, c10);                                                                             \
+        c11 = _mm512_fmadd_ps(y, x1, c11);                                                                             \
+        y = _mm512_set1_ps((A)[2 * (ASTRIDE)]);                                                                        \
+        c20 = _mm512_fmadd_ps(y, x0, c20);                                                                             \
+        c21 = _mm512_fmadd_ps(y, x1, c21);                                                                             \
+        y = _mm512_set1_ps((A)[3 * (ASTRIDE)]);                                                                        \
+        c30 = _mm512_fmadd_ps(y, x0, c30);                                                                             \
+        c31 = _mm512_fmadd_ps(y, x1, c31);                                                                             \
+        y = _mm512_set1_ps((A)[4 * (ASTRIDE)]);                                                                        \
+        c40 = _mm512_fmadd_ps(y, x0, c40);                                                                             \
+        c41 = _mm512_fmadd_ps(y, x1, c41);                                                                             \
+        y = _mm512_set1_ps((A)[5 * (ASTRIDE)]);                                                                        \
+        c50 = _mm512_fmadd_ps(y, x0, c50);                                                                             \
+        c51 = _mm512_fmadd_ps(y, x1, c51);                                                                             \
+    } while (0)
+
+#define ZERO12                                                                                                         \
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),                         \
+           c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(),                         \
+           c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(),                         \
+           c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps()
+
+void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *C, int64_t ldc,
+                                 int64_t m0, int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep) {
+    ZERO12;
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        /* A from memory (conv weights in a network): 64 k steps ahead, as the AVX2 kernel */
+        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
+        STEP6(a, 1, b0, b1);
+        STEP6(a + 6, 1, b0 + 16, b1 + 16);
+        a += 12;
+        b0 += 32;
+        b1 += 32;
+    }
+    if (k < kc) STEP6(a, 1, b0, b1);
+    float *c = C + m0 * ldc + n0;
+    row_out32(c + 0 * ldc, c00, c01, accumulate, fuse, ep, m0 + 0, n0);
+    row_out32(c + 1 * ldc, c10, c11, accumulate, fuse, ep, m0 + 1, n0);
+    row_out32(c + 2 * ldc, c20, c21, accumulate, fuse, ep, m0 + 2, n0);
+    row_out32(c + 3 * ldc, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
+    row_out32(c + 4 * ldc, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
+    row_out32(c + 5 * ldc, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+}
+
+void cpu_winograd_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *c,
+                                     int64_t ldc, bool accumulate) {
+    ZERO12;
+    for (int64_t k = 0; k < kc; k += 8) {
+        /* the U panels stream from memory on the first A panel: 4 steps ahead */
+        for (int l = 0; l < 128; l += 16) {
+            _mm_prefetch((const char *)(b0 + 512 + l), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b1 + 512 + l), _MM_HINT_T0);
+        }
+        for (int u = 0; u < 8; u++) STEP6(a + u, 8, b0 + u * 16, b1 + u * 16);
+        a += 48;
+        b0 += 128;
+        b1 += 128;
+    }
+    row_out32(c + 0 * ldc, c00, c01, accumulate, false, NULL, 0, 0);
+    row_out32(c + 1 * ldc, c10, c11, accumulate, false, NULL, 0, 0);
+    row_out32(c + 2 * ldc, c20, c21, accumulate, false, NULL, 0, 0);
+    row_out32(c + 3 * ldc, c30, c31, accumulate, false, NULL, 0, 0);
+    row_out32(c + 4 * ldc, c40, c41, accumulate, false, NULL, 0, 0);
+    row_out32(c + 5 * ldc, c50, c51, accumulate, false, NULL, 0, 0);
+}

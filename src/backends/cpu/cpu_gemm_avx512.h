@@ -1,0 +1,35 @@
+/* cpu_gemm_avx512.h - AVX-512 microkernels for kiln's packed GEMM (cpu_gemm_avx2.c) and
+ * the Winograd batched GEMMs (cpu_winograd_avx2.c).
+ *
+ * Both callers keep their packed layouts (6-row A panels, 16-column B panels) and, on a
+ * CPU with AVX-512F, hand two neighbouring 16-column B panels to one 6x32 kernel: 12 zmm
+ * accumulators, 2 B vectors and one broadcast per row and k step, twice the FLOPs per
+ * instruction of the 6x16 AVX2 kernel. Edge tiles (fewer than 6 rows, a lone or partial
+ * last panel) stay on the AVX2 kernels. The functions here are compiled with -mavx512f
+ * (CMake: *_avx512.c) and must only be called when cpu_gemm_avx512_usable() says so.
+ */
+#ifndef KILN_BACKENDS_CPU_CPU_GEMM_AVX512_H
+#define KILN_BACKENDS_CPU_CPU_GEMM_AVX512_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_gemm.h"
+
+/* True when this CPU and OS run AVX-512F and KILN_CPU_ISA does not cap it (decided once;
+ * implemented in cpu_gemm_avx2.c so that asking never executes an AVX-512 instruction). */
+bool cpu_gemm_avx512_usable(void);
+
+/* C[m0 .. m0+6)[n0 .. n0+32) (row stride ldc) = (accumulate ? C : 0) + A * [B0 | B1] over
+ * kc, A packed [kc][6], B0 and B1 packed [kc][16]; with fuse, the epilogue's bias,
+ * residual and ReLU are applied before the store (GELU and the other activations are
+ * the caller's). */
+void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *C, int64_t ldc,
+                                 int64_t m0, int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep);
+
+/* Winograd layout: c[6][32] (row stride ldc) = (accumulate ? c : 0) + a * [b0 | b1] over
+ * kc (a multiple of 8), a in [kc/8][6][8], b0 and b1 in [kc][16]. */
+void cpu_winograd_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *c,
+                                     int64_t ldc, bool accumulate);
+
+#endif
