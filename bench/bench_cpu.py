@@ -114,12 +114,14 @@ def kiln_shapes(model, batch):
                     for n, spec in make_zoo.INPUTS[model].items())
 
 
-def kiln_e2e(path, model, batch, threads, reps, engine=None, build=True):
+def kiln_e2e(path, model, batch, threads, reps, engine=None, build=True, warmup_ms=200):
     """Median ms of `reps` inferences, or None when unavailable/failing (reason printed).
 
     With `engine`, `kiln exec` builds the engine from the model and saves it there
     (build=True) or loads it (build=False), so interleaved rounds time one set of tactics
-    and do not pay the build again; without it, `kiln run` builds and runs in one go."""
+    and do not pay the build again; without it, `kiln run` builds and runs in one go.
+    warmup_ms should cover at least two inferences: the first run of a fresh process packs
+    the weights and plans the activation arena, the second is the first to touch the arena."""
     shapes = kiln_shapes(model, batch)
     if engine is None:
         cmd = [str(KILN), "run", str(path), "--inputs-random", "--iterations", str(reps), "--warmUp", "2",
@@ -127,7 +129,7 @@ def kiln_e2e(path, model, batch, threads, reps, engine=None, build=True):
     else:
         src = [f"--onnx={path}", f"--saveEngine={engine}"] if build else [f"--loadEngine={engine}"]
         cmd = [str(KILN), "exec", *src, f"--shapes={shapes}", f"--threads={threads}", f"--iterations={reps}",
-               "--warmUp=200", "--duration=0"]
+               f"--warmUp={warmup_ms}", "--duration=0"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"median\s*[=:]\s*([\d.]+)\s*ms", r.stdout)
     if r.returncode != 0 or not m:
@@ -295,9 +297,10 @@ def main():
     ap.add_argument("--models", default="resnet50,bert,mobilenetv2")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=5,
+    ap.add_argument("--rounds", type=int, default=6,
                     help="ORT and kiln alternate this many rounds per configuration (reps spread over them); "
-                         "each engine's figure is the median of its round medians")
+                         "each engine's figure is the median of its round medians (round 1, which builds kiln's engine, "
+                         "is not counted)")
     ap.add_argument("--quick", action="store_true", help="3 repetitions, batch-8 only at the highest thread count")
     ap.add_argument("--layers", type=int, default=12, help="hottest layers to list per model (0 = none)")
     a = ap.parse_args()
@@ -320,8 +323,9 @@ def main():
                 peak[t] = res["peak_sgemm_2048"][2]
         print("# practical peak (kiln sgemm 2048^3): " + ", ".join(f"{t} thread(s) {g:.1f} GFLOP/s" for t, g in peak.items()))
         if mi["mhz"]:
-            print(f"# theoretical peak per core at {mi['mhz']:.0f} MHz: {mi['mhz'] / 1e3 * 32:.1f} GFLOP/s "
-                  "(8 fp32 lanes x 2 (FMA) x 2 FMA pipes); boost clocks make the practical figure the honest one")
+            lanes = 16 if "avx512f" in mi["flags"] else 8  # kiln's widest GEMM kernel on this CPU
+            print(f"# theoretical peak per core at {mi['mhz']:.0f} MHz: {mi['mhz'] / 1e3 * lanes * 4:.1f} GFLOP/s "
+                  f"({lanes} fp32 lanes x 2 (FMA) x 2 FMA pipes); boost clocks make the practical figure the honest one")
     rows = []
     for model in a.models.split(","):
         path = make_zoo.ensure(str(zoo), model)
@@ -340,11 +344,16 @@ def main():
                 # (on a shared VM whole-run medians move 10-30% within minutes)
                 for rnd in range(a.rounds):
                     o_meds.append(time_runs(lambda: s.run(None, feeds), per_round, warmup=2 if rnd == 0 else 1))
-                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0) if have_run else None
+                    # round 0 builds the engine and sizes the later rounds' warm-up (2.5 inferences)
+                    warm = 200 if rnd == 0 else max(200, int(2.5 * k_meds[0]))
+                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0, warmup_ms=warm) if have_run else None
                     if k is None:
                         k_meds = []
                         break
                     k_meds.append(k)
+                if len(k_meds) > 1:
+                    k_meds = k_meds[1:]  # round 0 ran right after the build, with too short a warm-up
+                    o_meds = o_meds[1:]
                 if os.path.exists(engine):
                     os.unlink(engine)
                 o_ms = float(np.median(o_meds))

@@ -58,7 +58,7 @@ static void ref_gemm(int64_t M, int64_t N, int64_t K, const float *A, const floa
     for (int64_t i = 0; i < M; i++) cpu_act_apply(&ep->act, C + i * N, N);
 }
 
-static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, bool pack_b, int ep_kind) {
+static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int pack_b, int ep_kind) {
     float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M > N ? M : N), *res = rand_buf(M * N);
     float *C = malloc((size_t)(M * N) * sizeof(float)), *R = malloc((size_t)(M * N) * sizeof(float));
     assert_non_null(C);
@@ -91,7 +91,10 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, boo
     cpu_gemm_scratch scratch = {0};
     kiln_error err = {0};
     kiln_status st;
-    if (pack_b) {
+    if (pack_b == 2) { /* packed A, row-major B packed per task by rows (1x1 convs) */
+        assert_int_equal(cpu_gemm_pack_a(A, K, M, K, &p, &err), KILN_OK);
+        st = cpu_sgemm_packed_a_rows_local(pool, M, N, K, &p, B, N, C, N, ep_kind ? &ep : NULL, &scratch, &err);
+    } else if (pack_b) {
         assert_int_equal(cpu_gemm_pack_b(B, N, K, N, &p, &err), KILN_OK);
         st = cpu_sgemm_packed(pool, M, N, K, NULL, A, K, &p, NULL, 0, C, N, ep_kind ? &ep : NULL, &scratch, &err);
     } else {
@@ -129,7 +132,7 @@ static void run_shapes(cpu_threadpool *pool) {
                                         {7, 2, 7},    {13, 18, 3},  {32, 196, 130}, {11, 35, 259}, {6, 4, 2},
                                         {19, 50, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int pb = 0; pb < 2; pb++)
+        for (int pb = 0; pb < 3; pb++)
             for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
 }
 

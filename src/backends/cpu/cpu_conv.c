@@ -16,8 +16,8 @@
  *     padding written in, so every kernel tap is a contiguous read; a strided 1x1 conv's
  *     one phase is the subsampled image, run as a pointwise conv); when B is large (the
  *     stem, 56x56 layers) the panels are packed slice by slice inside the GEMM's tasks,
- *     never written out whole (cpu_sgemm_packed_a_fn_local; 1x1 convs too, through
- *     pw_pack_b);
+ *     never written out whole (cpu_sgemm_packed_a_fn_local; 1x1 convs through
+ *     cpu_sgemm_packed_a_rows_local);
  *   - everything else: im2col into a scratch buffer kept in the node's state (grown once,
  *     reused every run: no allocation in steady state), then one GEMM per group.
  * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
@@ -179,27 +179,6 @@ static void conv_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float
                 kh = 0;
                 c++;
             }
-        }
-    }
-}
-
-/* 1x1 stride-1 convs: B is the image itself, [C, H*W]; a panel is 16 positions of kc
- * channels. */
-typedef struct pw_pack_ctx {
-    const float *x;
-    int64_t n; /* positions (row stride) */
-} pw_pack_ctx;
-
-static void pw_pack_b(void *user, int64_t panel, int64_t k0, int64_t kc, float *dst) {
-    const pw_pack_ctx *pc = user;
-    int64_t n0 = panel * 16, w = pc->n - n0 < 16 ? pc->n - n0 : 16;
-    for (int64_t k = 0; k < kc; k++) {
-        const float *src = pc->x + (k0 + k) * pc->n + n0;
-        float *d = dst + k * 16;
-        if (w == 16) memcpy(d, src, 16 * sizeof(float));
-        else {
-            memcpy(d, src, (size_t)w * sizeof(float));
-            memset(d + w, 0, (size_t)(16 - w) * sizeof(float));
         }
     }
 }
@@ -465,9 +444,8 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
                     phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
                 if (st != KILN_OK) return st;
             } else if (local) {
-                pw_pack_ctx pc = {B, OS};
-                st = cpu_sgemm_packed_a_fn_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], pw_pack_b, &pc,
-                                                 Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                st = cpu_sgemm_packed_a_rows_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], B, OS,
+                                                   Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
                 if (st != KILN_OK) return st;
             } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,

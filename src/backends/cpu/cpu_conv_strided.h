@@ -17,7 +17,7 @@
  * phases some tap uses are built (a 1x1 conv needs one), so the planes hold about as
  * many floats as the input itself (H2 = OH + ((KH-1)*dh)/sh, W2 likewise).
  * For a 1x1 kernel W2 = OW and H2 = OH: the planes are exactly the subsampled image
- * [C, OH*OW], and the conv is run as a pointwise one on it (pw_pack_b / cpu_sgemm_packed).
+ * [C, OH*OW], and the conv is run as a pointwise one on it (the same GEMM calls).
  *
  * Measurements that justify it are in cpu_conv_strided_avx2.c.
  */

@@ -73,6 +73,12 @@ kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t
                                         const cpu_gemm_packed *pa, cpu_gemm_pack_b_fn pack_b, void *pack_user,
                                         float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
                                         kiln_error *err);
+/* As cpu_sgemm_packed_a_fn_local with B a plain row-major [K, N] matrix (row stride ldb),
+ * packed by the GEMM itself reading whole rows (1x1 convs: B is the image). */
+kiln_status cpu_sgemm_packed_a_rows_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,
+                                          const cpu_gemm_packed *pa, const float *B, int64_t ldb, float *C,
+                                          int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                                          kiln_error *err);
 bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K);
 
 /* Small GEMMs with no constant operand (attention's per-head Q*K^T and P*V, 12 per layer
