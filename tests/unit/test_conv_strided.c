@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_conv_strided.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "runtime/tensor.h"
+#include "conv_node_fixture.h"
 
 static uint32_t rng = 4242;
 static float frand(void) {
@@ -86,7 +87,7 @@ static void reference(const sconv *c, const float *x, const float *w, const floa
 static double run_case(const sconv *c, cpu_threadpool *pool) {
     rng = 4242;
     int64_t OH = out_h(c), OW = out_w(c);
-    rt_value in[4], out;
+    rt_value in[4];
     fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
     fill(&in[1], 4, (int64_t[]){c->M, c->C / c->group, c->KH, c->KW});
     fill(&in[2], 1, (int64_t[]){c->M});
@@ -110,39 +111,8 @@ static double run_case(const sconv *c, cpu_threadpool *pool) {
             attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
         }
     }
-    int32_t in_ids[4] = {0, 1, 2, 3}, out_ids[1] = {4};
-    ir_tensor dummy;
-    memset(&dummy, 0, sizeof dummy);
-    ir_value vals[5];
-    memset(vals, 0, sizeof vals);
-    vals[1].init = &dummy; /* W is an initializer */
-    ir_graph graph;
-    memset(&graph, 0, sizeof graph);
-    graph.values = vals;
-    graph.n_values = 5;
-    ir_node node;
-    memset(&node, 0, sizeof node);
-    node.name = "conv";
-    node.op_type = "Conv";
-    node.domain = "";
-    node.opset = 17;
-    node.attrs = attrs;
-    node.n_attrs = na;
-    node.inputs = in_ids;
-    node.n_inputs = c->residual ? 4 : 3;
-    node.outputs = out_ids;
-    node.n_outputs = 1;
-    kiln_error err = {0};
-    void *state = NULL;
-    void (*state_free)(void *) = NULL;
-    cpu_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node = &node;
-    ctx.graph = &graph;
-    ctx.pool = pool;
-    ctx.err = &err;
-    ctx.state = &state;
-    ctx.state_free = &state_free;
+    conv_node_fixture f;
+    conv_fixture_init(&f, attrs, na, c->residual, pool);
     const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
     size_t ny = (size_t)(c->N * c->M * OH * OW);
     double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
@@ -150,20 +120,8 @@ static double run_case(const sconv *c, cpu_threadpool *pool) {
     assert_non_null(scale);
     reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, ref,
               scale);
-    double worst = 0;
-    for (int rep = 0; rep < 2; rep++) {
-        rt_value_init(&out);
-        kiln_status st = cpu_conv_run_gemm(&ctx, ins, node.n_inputs, &out, 1);
-        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
-        assert_int_equal(out.t.count, ny);
-        const float *yd = out.t.data;
-        for (size_t i = 0; i < ny; i++) {
-            double e = fabs(yd[i] - ref[i]) / (scale[i] + 1e-6);
-            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
-        }
-        rt_value_release(&out);
-    }
-    if (state && state_free) state_free(state);
+    double worst = conv_fixture_worst(&f, cpu_conv_run_gemm, ins, ref, scale, ny);
+    conv_fixture_free(&f);
     for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
     free(ref);
     free(scale);

@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu_winograd.h"
 #include "backends/cpu/cpu_gemm_avx512.h"
 #include "runtime/tensor.h"
+#include "conv_node_fixture.h"
 
 static uint32_t rng = 777;
 static float frand(void) {
@@ -85,7 +86,7 @@ static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn f
     rng = 777; /* same data for the same shape, whichever variant runs */
     int64_t OH = (c->H + c->pads[0] + c->pads[2] - ck(c)) / cs(c) + 1,
             OW = (c->W + c->pads[1] + c->pads[3] - ck(c)) / cs(c) + 1;
-    rt_value in[4], out;
+    rt_value in[4];
     fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
     fill(&in[1], 4, (int64_t[]){c->M, c->C, ck(c), ck(c)});
     fill(&in[2], 1, (int64_t[]){c->M});
@@ -112,39 +113,8 @@ static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn f
         attrs[na++] = (ir_attr){.name = "kiln_tactic", .type = IR_ATTR_STRING,
                                 .s = {.data = tactic, .len = strlen(tactic)}};
     /* a tiny graph in which W (input 1) is an initializer, as in real models */
-    int32_t in_ids[4] = {0, 1, 2, 3}, out_ids[1] = {4};
-    ir_tensor dummy;
-    memset(&dummy, 0, sizeof dummy);
-    ir_value vals[5];
-    memset(vals, 0, sizeof vals);
-    vals[1].init = &dummy;
-    ir_graph graph;
-    memset(&graph, 0, sizeof graph);
-    graph.values = vals;
-    graph.n_values = 5;
-    ir_node node;
-    memset(&node, 0, sizeof node);
-    node.name = "conv";
-    node.op_type = "Conv";
-    node.domain = "";
-    node.opset = 17;
-    node.attrs = attrs;
-    node.n_attrs = na;
-    node.inputs = in_ids;
-    node.n_inputs = c->residual ? 4 : 3;
-    node.outputs = out_ids;
-    node.n_outputs = 1;
-    kiln_error err = {0};
-    void *state = NULL;
-    void (*state_free)(void *) = NULL;
-    cpu_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node = &node;
-    ctx.graph = &graph;
-    ctx.pool = pool;
-    ctx.err = &err;
-    ctx.state = &state;
-    ctx.state_free = &state_free;
+    conv_node_fixture f;
+    conv_fixture_init(&f, attrs, na, c->residual, pool);
     const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
     size_t ny = (size_t)(c->N * c->M * OH * OW);
     double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
@@ -152,21 +122,8 @@ static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn f
     assert_non_null(scale);
     reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, OH,
               OW, ref, scale);
-    double worst = 0;
-    for (int rep = 0; rep < 2; rep++) { /* the second run reuses the transformed weights */
-        rt_value_init(&out);
-        kiln_status st = fn(&ctx, ins, node.n_inputs, &out, 1);
-        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
-        const rt_tensor *y = &out.t;
-        assert_int_equal(y->count, ny);
-        const float *yd = y->data;
-        for (size_t i = 0; i < ny; i++) {
-            double e = fabs(yd[i] - ref[i]) / (scale[i] + 1e-6);
-            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
-        }
-        rt_value_release(&out);
-    }
-    if (state && state_free) state_free(state);
+    double worst = conv_fixture_worst(&f, fn, ins, ref, scale, ny);
+    conv_fixture_free(&f);
     for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
     free(ref);
     free(scale);

@@ -265,9 +265,9 @@ static void test_conv_packed_matches_im2col(void **state) {
                                        {4, 17, 5, 13, 3, 2, 1, 1, 1},  {6, 11, 11, 6, 3, 1, 2, 2, 1},
                                        {8, 10, 9, 12, 3, 1, 1, 1, 4},  {2, 2, 3, 3, 3, 1, 1, 1, 1},
                                        {16, 7, 7, 33, 3, 1, 1, 1, 1},
-                                       /* stride 2 with output rows of >= 16 columns: whole
-                                        * kernel rows packed at once (cpu_conv_gather16_s2_taps)
-                                        * next to the clipped left/right/top/bottom panels; an
+                                       /* stride 2 with output rows of >= 16 columns (the
+                                        * phase-split packer of cpu_conv_strided_avx2.c) next
+                                        * to the clipped left/right/top/bottom panels; an
                                         * even kernel; a kernel row split by a k-block edge
                                         * (K = 13*5*5 = 325: blocks of 163) */
                                        {3, 64, 96, 8, 7, 2, 3, 1, 1},  {3, 70, 70, 8, 7, 2, 3, 1, 1},

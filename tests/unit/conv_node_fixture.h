@@ -1,0 +1,81 @@
+/* conv_node_fixture.h - one Conv node and the kernel context around it, for the unit tests
+ * that call the CPU Conv kernels directly (test_conv_winograd.c, test_conv_strided.c).
+ *
+ * Inputs are value ids 0-3 (X, W, B, residual; W is marked an initializer so the kernel
+ * keeps packed or transformed weights in its per-node state), output id 4. The kernel is
+ * run twice, so the second run exercises that state, and each output is compared with a
+ * double-precision reference, the error taken relative to the sum of absolute terms. */
+#ifndef KILN_TESTS_UNIT_CONV_NODE_FIXTURE_H
+#define KILN_TESTS_UNIT_CONV_NODE_FIXTURE_H
+
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_kernel.h"
+
+typedef struct conv_node_fixture {
+    int32_t in_ids[4], out_ids[1];
+    ir_tensor w_init;
+    ir_value vals[5];
+    ir_graph graph;
+    ir_node node;
+    kiln_error err;
+    void *state;
+    void (*state_free)(void *);
+    cpu_kernel_ctx ctx;
+} conv_node_fixture;
+
+/* f must stay where it is while in use: the context points into it. */
+static inline void conv_fixture_init(conv_node_fixture *f, ir_attr *attrs, int32_t n_attrs, bool residual,
+                                     cpu_threadpool *pool) {
+    memset(f, 0, sizeof *f);
+    for (int32_t i = 0; i < 4; i++) f->in_ids[i] = i;
+    f->out_ids[0] = 4;
+    f->vals[1].init = &f->w_init;
+    f->graph.values = f->vals;
+    f->graph.n_values = 5;
+    f->node.name = "conv";
+    f->node.op_type = "Conv";
+    f->node.domain = "";
+    f->node.opset = 17;
+    f->node.attrs = attrs;
+    f->node.n_attrs = n_attrs;
+    f->node.inputs = f->in_ids;
+    f->node.n_inputs = residual ? 4 : 3;
+    f->node.outputs = f->out_ids;
+    f->node.n_outputs = 1;
+    f->ctx.node = &f->node;
+    f->ctx.graph = &f->graph;
+    f->ctx.pool = pool;
+    f->ctx.err = &f->err;
+    f->ctx.state = &f->state;
+    f->ctx.state_free = &f->state_free;
+}
+
+/* Runs fn twice on ins and returns the worst |y - ref| / (scale + 1e-6) over the ny
+ * outputs (infinity for a NaN); fails the test when the kernel fails. */
+static inline double conv_fixture_worst(conv_node_fixture *f, cpu_kernel_fn fn, const rt_value *const *ins,
+                                        const double *ref, const double *scale, size_t ny) {
+    double worst = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        rt_value out;
+        rt_value_init(&out);
+        kiln_status st = fn(&f->ctx, ins, f->node.n_inputs, &out, 1);
+        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&f->err));
+        assert_int_equal(out.t.count, ny);
+        const float *yd = out.t.data;
+        for (size_t i = 0; i < ny; i++) {
+            double e = fabs(yd[i] - ref[i]) / (scale[i] + 1e-6);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+        rt_value_release(&out);
+    }
+    return worst;
+}
+
+static inline void conv_fixture_free(conv_node_fixture *f) {
+    if (f->state && f->state_free) f->state_free(f->state);
+    f->state = NULL;
+}
+
+#endif
