@@ -4,7 +4,8 @@
  * Inputs are value ids 0-3 (X, W, B, residual; W is marked an initializer so the kernel
  * keeps packed or transformed weights in its per-node state), output id 4. The kernel is
  * run twice, so the second run exercises that state, and each output is compared with a
- * double-precision reference, the error taken relative to the sum of absolute terms. */
+ * double-precision reference (conv_reference), the error taken relative to the sum of
+ * absolute terms. */
 #ifndef KILN_TESTS_UNIT_CONV_NODE_FIXTURE_H
 #define KILN_TESTS_UNIT_CONV_NODE_FIXTURE_H
 
@@ -76,6 +77,47 @@ static inline double conv_fixture_worst(conv_node_fixture *f, cpu_kernel_fn fn, 
 static inline void conv_fixture_free(conv_node_fixture *f) {
     if (f->state && f->state_free) f->state_free(f->state);
     f->state = NULL;
+}
+
+/* Geometry of a reference convolution (2-D, NCHW, OIHW weights). */
+typedef struct conv_ref_shape {
+    int64_t N, C, H, W, M, KH, KW, sh, sw, dh, dw, group;
+    int64_t pads[4]; /* top, left, bottom, right */
+    const char *act; /* NULL, "Relu" or "Clip" (min -0.5, max 0.75) */
+} conv_ref_shape;
+
+/* Direct convolution in double with bias, residual and activation; also gives per output
+ * the sum of the absolute terms, the scale fp32 rounding error is relative to. */
+static inline void conv_reference(const conv_ref_shape *c, const float *x, const float *w, const float *b,
+                                  const float *res, int64_t OH, int64_t OW, double *y, double *scale) {
+    int64_t Cg = c->C / c->group, Mg = c->M / c->group;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
+                    for (int64_t ci = 0; ci < Cg; ci++)
+                        for (int64_t kh = 0; kh < c->KH; kh++)
+                            for (int64_t kw = 0; kw < c->KW; kw++) {
+                                int64_t ih = oh * c->sh + kh * c->dh - c->pads[0];
+                                int64_t iw = ow * c->sw + kw * c->dw - c->pads[1];
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                                int64_t xc = (m / Mg) * Cg + ci;
+                                double p = (double)w[((m * Cg + ci) * c->KH + kh) * c->KW + kw] *
+                                           x[((n * c->C + xc) * c->H + ih) * c->W + iw];
+                                acc += p;
+                                sc += fabs(p);
+                            }
+                    int64_t o = ((n * c->M + m) * OH + oh) * OW + ow;
+                    if (res) {
+                        acc += res[o];
+                        sc += fabs(res[o]);
+                    }
+                    if (c->act && !strcmp(c->act, "Relu")) acc = acc > 0 ? acc : 0;
+                    if (c->act && !strcmp(c->act, "Clip")) acc = acc < -0.5 ? -0.5 : acc > 0.75 ? 0.75 : acc;
+                    y[o] = acc;
+                    scale[o] = sc;
+                }
 }
 
 #endif

@@ -48,37 +48,11 @@ static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
     for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
 }
 
-/* Direct convolution in double with the epilogue; scale = sum of |terms| per output. */
 static void reference(const sconv *c, const float *x, const float *w, const float *b, const float *res, double *y,
                       double *scale) {
-    int64_t OH = out_h(c), OW = out_w(c), Cg = c->C / c->group, Mg = c->M / c->group;
-    for (int64_t n = 0; n < c->N; n++)
-        for (int64_t m = 0; m < c->M; m++)
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
-                    for (int64_t ci = 0; ci < Cg; ci++)
-                        for (int64_t kh = 0; kh < c->KH; kh++)
-                            for (int64_t kw = 0; kw < c->KW; kw++) {
-                                int64_t ih = oh * c->sh + kh * c->dh - c->pads[0];
-                                int64_t iw = ow * c->sw + kw * c->dw - c->pads[1];
-                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
-                                int64_t xc = (m / Mg) * Cg + ci;
-                                double p = (double)w[((m * Cg + ci) * c->KH + kh) * c->KW + kw] *
-                                           x[((n * c->C + xc) * c->H + ih) * c->W + iw];
-                                acc += p;
-                                sc += fabs(p);
-                            }
-                    int64_t o = ((n * c->M + m) * OH + oh) * OW + ow;
-                    if (res) {
-                        acc += res[o];
-                        sc += fabs(res[o]);
-                    }
-                    if (c->act && !strcmp(c->act, "Relu")) acc = acc > 0 ? acc : 0;
-                    if (c->act && !strcmp(c->act, "Clip")) acc = acc < -0.5 ? -0.5 : acc > 0.75 ? 0.75 : acc;
-                    y[o] = acc;
-                    scale[o] = sc;
-                }
+    conv_ref_shape r = {c->N, c->C, c->H, c->W, c->M, c->KH, c->KW, c->sh, c->sw, c->dh, c->dw, c->group,
+                        {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, c->act};
+    conv_reference(&r, x, w, b, res, out_h(c), out_w(c), y, scale);
 }
 
 /* Runs the case through the Conv kernel's GEMM entry point (W an initializer, so the

@@ -48,35 +48,11 @@ static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
     for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
 }
 
-/* Direct convolution in double, with the epilogue; also returns per output the sum of
- * |w*x| terms (the scale the fp32 rounding error is relative to). */
 static void reference(const conv_case *c, const float *x, const float *w, const float *b, const float *res,
                       int64_t OH, int64_t OW, double *y, double *scale) {
-    for (int64_t n = 0; n < c->N; n++)
-        for (int64_t m = 0; m < c->M; m++)
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    double acc = b ? b[m] : 0, sc = b ? fabs(b[m]) : 0;
-                    for (int64_t ci = 0; ci < c->C; ci++)
-                        for (int64_t kh = 0; kh < ck(c); kh++)
-                            for (int64_t kw = 0; kw < ck(c); kw++) {
-                                int64_t ih = oh * cs(c) + kh - c->pads[0], iw = ow * cs(c) + kw - c->pads[1];
-                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
-                                double p = (double)w[((m * c->C + ci) * ck(c) + kh) * ck(c) + kw] *
-                                           x[((n * c->C + ci) * c->H + ih) * c->W + iw];
-                                acc += p;
-                                sc += fabs(p);
-                            }
-                    int64_t o = ((n * c->M + m) * OH + oh) * OW + ow;
-                    if (res) {
-                        acc += res[o];
-                        sc += fabs(res[o]);
-                    }
-                    if (c->act && !strcmp(c->act, "Relu")) acc = acc > 0 ? acc : 0;
-                    if (c->act && !strcmp(c->act, "Clip")) acc = acc < -0.5 ? -0.5 : acc > 0.75 ? 0.75 : acc;
-                    y[o] = acc;
-                    scale[o] = sc;
-                }
+    conv_ref_shape r = {c->N, c->C, c->H, c->W, c->M, ck(c), ck(c), cs(c), cs(c), 1, 1, 1,
+                        {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, c->act};
+    conv_reference(&r, x, w, b, res, OH, OW, y, scale);
 }
 
 /* Runs the case through `fn` (or the registered kernel with a kiln_tactic attribute when
