@@ -7,8 +7,8 @@
  * (a slot, a caller's input, an initializer, or an enclosing frame's value).
  */
 #include "runtime/executor.h"
-#include "core/bigalloc.h"
 #include "build/memplan.h"
+#include "core/bigalloc.h"
 #include "runtime/bufpool.h"
 #include "runtime/executor_internal.h"
 #include "runtime/weight_share.h"

@@ -41,9 +41,9 @@
 
 #include "backends/cpu/cpu_gelu_avx2.h"
 #include "backends/cpu/cpu_gemm_avx512.h"
-#include "core/bigalloc.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "core/alloc.h"
+#include "core/bigalloc.h"
 
 #define MR 6
 #define NR 16
@@ -61,11 +61,7 @@ static int64_t kc_block(int64_t K) {
     return nb > 0 ? (K + nb - 1) / nb : 1;
 }
 
-static float *alloc_floats(int64_t n) {
-    size_t bytes = (size_t)n * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
-    return kiln_alloc_aligned(bytes);
-}
+static float *alloc_floats(int64_t n) { return kiln_alloc_aligned((size_t)n * sizeof(float)); }
 
 static bool size_ok(int64_t a, int64_t b) {
     uint64_t t;
@@ -172,6 +168,8 @@ static void pack_b_run(void *user, int64_t p0, int64_t p1) {
     }
 }
 
+/* Packs a row-major operand into tiles: A ([M, K], rows = M) in panels of MR rows, B
+ * ([K, N], rows = N) in panels of NR columns; the edge panel is zero-padded. */
 static kiln_status pack_operand(const float *src, int64_t ld, int64_t rows, int64_t K, bool is_b,
                                 cpu_gemm_packed *out, kiln_error *err) {
     memset(out, 0, sizeof *out);
@@ -572,16 +570,16 @@ static inline bool pair_panels(bool use512, int64_t np, int64_t np1, int64_t N) 
     return use512 && np + 1 < np1 && N - (np + 1) * NR >= NR;
 }
 
-/* Prefetch of the B panel(s) the block loop uses next into L2, a slice per A panel, for
- * short M only (gemm_block says why). */
+/* Prefetch of the B panel(s) the block loop uses next into L2, a slice per A panel
+ * (run_panels says when and why). */
 typedef struct next_panels {
     const char *p; /* NULL: nothing to fetch */
     int64_t bytes, step, off;
 } next_panels;
 
-static inline next_panels next_panels_init(const float *next, int64_t floats, int64_t m_blocks, int64_t a_panels) {
+static inline next_panels next_panels_init(const float *next, int64_t floats, int64_t a_panels) {
     next_panels n = {(const char *)next, floats * (int64_t)sizeof(float), 0, 0};
-    if (next && m_blocks <= 2) n.step = (n.bytes / a_panels + 63) & ~(int64_t)63;
+    if (next) n.step = (n.bytes / a_panels + 63) & ~(int64_t)63;
     return n;
 }
 
@@ -590,49 +588,59 @@ static inline void next_panels_step(next_panels *n) {
         _mm_prefetch(n->p + n->off, _MM_HINT_T1);
 }
 
+/* What every tile of one task shares. */
+typedef struct tile_args {
+    int64_t M, N;
+    float *C;
+    int64_t ldc;
+    const cpu_epilogue *ep;
+    bool has_ep, fusable, use512;
+    float *tile; /* 6x16 scratch for edge tiles */
+} tile_args;
+
+static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, const cpu_epilogue *ep, float *tile) {
+    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
+    return (tile_args){M, N, C, ldc, ep, has_ep, has_ep && act_in_tile(ep->act.kind), cpu_gemm_avx512_usable(), tile};
+}
+
+/* One k-block of B panels [np0, np1) (panel np at bpanels + (np - np0) * NR * kc) against
+ * A panels [mp0, mp1) (panel mp at abase + mp * MR * kc): two full panels at a time through
+ * the AVX-512 kernel where it runs, else one. With prefetch_b (short M: at most two
+ * m-blocks, BERT's 128 rows) each B panel is used by few A panels, so the stream of B
+ * from memory shows: the next panel(s) are fetched into L2 a slice per A panel while
+ * these are in use. Interleaved A/B runs, 1 thread: 128x3072x768 and 128x768x3072 4-7%
+ * faster, 128x768x768 unchanged; 1024x768x768 2-5% slower (B is reused from cache there),
+ * hence the condition. */
+static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, const float *abase, int64_t mp0,
+                       int64_t mp1, const float *bpanels, int64_t np0, int64_t np1, bool prefetch_b) {
+    for (int64_t np = np0, step; np < np1; np += step) {
+        const float *b = bpanels + (np - np0) * NR * kc;
+        int64_t n0 = np * NR;
+        step = pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
+        next_panels pf =
+            next_panels_init(prefetch_b && np + step < np1 ? b + step * NR * kc : NULL, step * NR * kc, mp1 - mp0);
+        int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
+        for (int64_t mp = mp0; mp < mp1; mp++) {
+            int64_t m0 = mp * MR;
+            int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
+            next_panels_step(&pf);
+            if (step == 2)
+                gemm_tile_pair(kc, abase + mp * MR * kc, b, t->tile, mr, t->C, t->ldc, m0, n0, first, last, t->ep,
+                               t->has_ep, t->fusable);
+            else
+                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
+                          t->has_ep, t->fusable);
+        }
+    }
+}
+
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
-    const cpu_epilogue *ep = j->ep;
-    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
-    bool fusable = has_ep && act_in_tile(ep->act.kind);
-    bool use512 = cpu_gemm_avx512_usable();
+    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
-        bool first = k0 == 0, last = k0 + kc >= j->K;
-        const float *abase = j->pa + k0 * j->Mpad, *bbase = j->pb + k0 * j->Npad;
-        for (int64_t np = np0; np < np1; np++) {
-            const float *b = bbase + np * NR * kc;
-            int64_t n0 = np * NR;
-            int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
-            if (pair_panels(use512, np, np1, j->N)) {
-                /* the short-M B prefetch (explained below), for the next pair of panels */
-                next_panels pf = next_panels_init(np + 2 < np1 ? b + 2 * NR * kc : NULL, 2 * NR * kc, j->m_blocks,
-                                                  mp1 - mp0);
-                for (int64_t mp = mp0; mp < mp1; mp++) {
-                    int64_t m0 = mp * MR;
-                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                    next_panels_step(&pf);
-                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
-                                   has_ep, fusable);
-                }
-                np++;
-                continue;
-            }
-            /* Short M (at most two m-blocks: BERT's 128 rows): each B panel is used by few A
-             * panels, so the stream of B from memory shows. Prefetch the next B panel
-             * (16*kc floats) into L2 a slice per A panel while this one is in use.
-             * Interleaved A/B runs, 1 thread: 128x3072x768 and 128x768x3072 4-7% faster,
-             * 128x768x768 unchanged; 1024x768x768 2-5% slower (B is reused from cache
-             * there), hence the condition. */
-            next_panels pf = next_panels_init(np + 1 < np1 ? b + NR * kc : NULL, NR * kc, j->m_blocks, mp1 - mp0);
-            for (int64_t mp = mp0; mp < mp1; mp++) {
-                int64_t m0 = mp * MR;
-                next_panels_step(&pf);
-                int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
-                          fusable);
-            }
-        }
+        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, mp0, mp1,
+                   j->pb + k0 * j->Npad + np0 * NR * kc, np0, np1, j->m_blocks <= 2);
     }
 }
 
@@ -788,43 +796,17 @@ typedef struct local_job {
     int64_t rows_ld;
 } local_job;
 
-
 static void local_task(const local_job *j, int64_t nb, float *buf) {
     _Alignas(64) float tile[MR * NR];
-    const cpu_epilogue *ep = j->ep;
-    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
-    bool fusable = has_ep && act_in_tile(ep->act.kind);
+    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
-    bool use512 = cpu_gemm_avx512_usable();
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
-        bool first = k0 == 0, last = k0 + kc >= j->K;
         if (j->rows_b) pack_b_rows(j->rows_b, j->rows_ld, j->N, np0, np1, k0, kc, buf);
         else
             for (int64_t np = np0; np < np1; np++) j->pack_b(j->pack_user, np, k0, kc, buf + (np - np0) * NR * kc);
-        const float *abase = j->pa + k0 * j->Mpad;
-        for (int64_t np = np0; np < np1; np++) {
-            const float *b = buf + (np - np0) * NR * kc;
-            int64_t n0 = np * NR;
-            int nr = (int)(j->N - n0 < NR ? j->N - n0 : NR);
-            if (pair_panels(use512, np, np1, j->N)) {
-                for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
-                    int64_t m0 = mp * MR;
-                    int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                    gemm_tile_pair(kc, abase + mp * MR * kc, b, tile, mr, j->C, j->ldc, m0, n0, first, last, j->ep,
-                                   has_ep, fusable);
-                }
-                np++;
-                continue;
-            }
-            for (int64_t mp = 0; mp < j->Mpad / MR; mp++) {
-                int64_t m0 = mp * MR;
-                int mr = (int)(j->M - m0 < MR ? j->M - m0 : MR);
-                gemm_tile(kc, abase + mp * MR * kc, b, tile, mr, nr, j->C, j->ldc, m0, n0, first, last, j->ep, has_ep,
-                          fusable);
-            }
-        }
+        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, 0, j->Mpad / MR, buf, np0, np1, false);
     }
 }
 

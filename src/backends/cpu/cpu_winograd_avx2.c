@@ -44,18 +44,14 @@
 
 #include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_winograd.h"
-#include "core/bigalloc.h"
 #include "core/alloc.h"
+#include "core/bigalloc.h"
 
 #define WG_KC 256 /* k-block depth: a 16 x 256 U panel is 16 KiB (L1) */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static float *alloc_floats(uint64_t n) {
-    size_t bytes = (size_t)n * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
-    return kiln_alloc_aligned(bytes);
-}
+static float *alloc_floats(uint64_t n) { return kiln_alloc_aligned((size_t)n * sizeof(float)); }
 
 /* ---- weight transform ----------------------------------------------------------------- */
 
