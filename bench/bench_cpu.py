@@ -102,10 +102,10 @@ def ort_profile(path, feeds, threads, reps):
 
 # ---- kiln ---------------------------------------------------------------------------------
 
-def kiln_has_run():
+def kiln_has_exec():
     if not KILN.exists():
         return False
-    r = subprocess.run([str(KILN), "run", "--help"], capture_output=True, text=True)
+    r = subprocess.run([str(KILN), "exec", "--help"], capture_output=True, text=True)
     return r.returncode == 0
 
 
@@ -114,22 +114,17 @@ def kiln_shapes(model, batch):
                     for n, spec in make_zoo.INPUTS[model].items())
 
 
-def kiln_e2e(path, model, batch, threads, reps, engine=None, build=True, warmup_ms=200):
-    """Median ms of `reps` inferences, or None when unavailable/failing (reason printed).
+def kiln_e2e(path, model, batch, threads, reps, engine, build, warmup_ms):
+    """Median ms of `reps` inferences from `kiln exec`, or None when failing (reason printed).
 
-    With `engine`, `kiln exec` builds the engine from the model and saves it there
-    (build=True) or loads it (build=False), so interleaved rounds time one set of tactics
-    and do not pay the build again; without it, `kiln run` builds and runs in one go.
-    warmup_ms should cover at least two inferences: the first run of a fresh process packs
-    the weights and plans the activation arena, the second is the first to touch the arena."""
-    shapes = kiln_shapes(model, batch)
-    if engine is None:
-        cmd = [str(KILN), "run", str(path), "--inputs-random", "--iterations", str(reps), "--warmUp", "2",
-               "--threads", str(threads), "--shapes", shapes]
-    else:
-        src = [f"--onnx={path}", f"--saveEngine={engine}"] if build else [f"--loadEngine={engine}"]
-        cmd = [str(KILN), "exec", *src, f"--shapes={shapes}", f"--threads={threads}", f"--iterations={reps}",
-               f"--warmUp={warmup_ms}", "--duration=0"]
+    With build, the engine is built from the model (tactic timing included) and saved to
+    `engine`; without, it is loaded from there, so interleaved rounds time one set of
+    tactics and do not pay the build again. warmup_ms should cover at least two
+    inferences: the first run of a fresh process packs the weights and plans the
+    activation arena, the second is the first to touch the arena."""
+    src = [f"--onnx={path}", f"--saveEngine={engine}"] if build else [f"--loadEngine={engine}"]
+    cmd = [str(KILN), "exec", *src, f"--shapes={kiln_shapes(model, batch)}", f"--threads={threads}",
+           f"--iterations={reps}", f"--warmUp={warmup_ms}", "--duration=0"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"median\s*[=:]\s*([\d.]+)\s*ms", r.stdout)
     if r.returncode != 0 or not m:
@@ -309,10 +304,10 @@ def main():
     mi = machine_info()
     print(f"# machine: {mi['cpu']}, {mi['cores']} cores, {mi['flags']}, reported {mi['mhz']} MHz")
     print(f"# onnxruntime {ort.__version__}, kiln {KILN}")
-    have_run = kiln_has_run()
-    if not have_run:
-        print("# kiln end-to-end: `kiln run` is not available in this build (needs the session API and the ONNX "
-              "reader); kiln columns show n/a, per-layer kernel timings below are still measured")
+    have_exec = kiln_has_exec()
+    if not have_exec:
+        print("# kiln end-to-end: `kiln exec` is not available in this build; kiln columns show n/a, per-layer "
+              "kernel timings below are still measured")
     exe = build_layer_bench()
     zoo = BUILD / "zoo"
     peak = {}
@@ -346,7 +341,7 @@ def main():
                     o_meds.append(time_runs(lambda: s.run(None, feeds), per_round, warmup=2 if rnd == 0 else 1))
                     # round 0 builds the engine and sizes the later rounds' warm-up (2.5 inferences)
                     warm = 200 if rnd == 0 else max(200, int(2.5 * k_meds[0]))
-                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0, warmup_ms=warm) if have_run else None
+                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0, warmup_ms=warm) if have_exec else None
                     if k is None:
                         k_meds = []
                         break

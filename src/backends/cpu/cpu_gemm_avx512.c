@@ -6,8 +6,8 @@
  * 6x16 AVX2 kernel reaches at most half of the core's FLOP rate, and ONNX Runtime's
  * MLAS, which dispatches to AVX-512 there, ran ResNet-50 and BERT 1.6-2x faster than
  * kiln (docs/BENCHMARKS.md "Session 4: AVX-512"). The register budget: 12 accumulators
- * (6 rows x 2 zmm), 2 B vectors, broadcasts folded into the FMAs' memory operands; per k
- * step 12 FMAs against 8 loads, so the FMA units, not the load ports, set the pace.
+ * (6 rows x 2 zmm), 2 B vectors and one broadcast register; per k step 12 FMAs against 8
+ * loads (2 B vectors, 6 broadcasts), so the FMA units, not the load ports, set the pace.
  */
 #include <immintrin.h>
 
