@@ -550,12 +550,15 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     if (st == KILN_OK) st = record_profiles(plan, set, model, n_profiles, err);
     if (st != KILN_OK) goto done;
 
-    /* 2. graph passes; for a cuda engine also the device's structural passes (fused
-     * attention, merged Q/K/V projections), as rt_session_create runs them for kiln run:
-     * engine contexts are made without passes, so the engine must store that graph */
+    /* 2. graph passes, then the backend's structural passes as rt_session_create runs
+     * them for kiln run (cpu: fused attention, folded scales; cuda: fused attention,
+     * merged Q/K/V projections): engine contexts are made without passes, so the engine
+     * must store that graph */
     if (o->run_passes) {
         st = build_run_passes(model, NULL, err);
-        if (st == KILN_OK && o->backend && !strcmp(o->backend, "cuda")) {
+        bool cuda = o->backend && !strcmp(o->backend, "cuda");
+        if (st == KILN_OK && !cuda) st = build_run_host_passes(model, NULL, err);
+        if (st == KILN_OK && cuda) {
             diag_list scratch;
             diag_list_init(&scratch);
             kiln_error ierr = {0};

@@ -95,10 +95,9 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
     s->opts = *opts;
     kiln_status st = KILN_OK;
     if (opts->run_passes) st = build_run_passes(model, NULL, err);
-    /* host backends: attention's power-of-two scale into the Q weights, exactly
-     * (fold_scale.c); device backends keep it for their fused attention */
-    if (st == KILN_OK && opts->run_passes && be->location == RT_MEM_HOST && !getenv("KILN_NO_FOLD_SCALE"))
-        st = build_pass_fold_scale(model, NULL, NULL, err);
+    /* host backends: attention blocks fused, any scale left into the Q weights; device
+     * backends run their own structural passes below */
+    if (st == KILN_OK && opts->run_passes && be->location == RT_MEM_HOST) st = build_run_host_passes(model, NULL, err);
     rt_backend_options bo = {opts->threads, 0, opts->fp16, opts->no_tf32, opts->workspace_bytes};
     if (st == KILN_OK) st = be->create(&bo, &s->bctx, err);
     if (st == KILN_OK && be->set_tactic_cache) {

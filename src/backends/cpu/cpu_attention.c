@@ -12,15 +12,18 @@
  * qk_matmul_output_mode (0 raw or softcapped scores, 2 with bias, 3 softmax).
  *
  * Each (batch, head) pair is one parallel task; math is float32 (cpu_fbuf.h converts
- * float16/float64). Scores use a plain dot-product loop: models that need speed lower
- * attention to MatMul+Softmax, which goes through the GEMM path.
+ * float16/float64). The common float32 case (no KV cache, no extra outputs) runs fused
+ * through the packed GEMM (cpu_attention_fast.h); the rest uses the plain dot-product loop
+ * below, which is also the reference the fused kernel is tested against.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_attention_fast.h"
 #include "backends/cpu/cpu_elem_util.h"
 #include "backends/cpu/cpu_fbuf.h"
+#include "backends/cpu/cpu_gemm_packed.h"
 
 typedef struct att_job {
     int64_t B, Hq, Hkv, S, L, past, T, Dq, Dv;
@@ -117,6 +120,35 @@ static void att_run(void *user, int64_t begin, int64_t end) {
         }
     }
     free(row);
+}
+
+/* Whether the fused kernel (cpu_attention_fast.h) covers this call: float32 Q/K/V, no KV
+ * cache in or out, no scores output, no softcap or per-batch key lengths, and nothing
+ * empty. Masks of any float type arrive as float32 (cpu_fbuf_any) or bool. */
+static bool att_fast_applies(const cpu_kernel_ctx *ctx, const att_job *j, const rt_tensor *tq, const rt_tensor *tpk,
+                             int32_t n_out) {
+    return tq->dtype == KILN_DTYPE_FLOAT && !tpk && !j->nonpad && j->softcap == 0.f && !cpu_out_wanted(ctx, n_out, 1) &&
+           !cpu_out_wanted(ctx, n_out, 2) && !cpu_out_wanted(ctx, n_out, 3) && j->S > 0 && j->T > 0 && j->Dq > 0 &&
+           j->Dv > 0 && cpu_gemm_packed_supported();
+}
+
+/* The fused kernel's view of Q, K, V and Y in their rank-3 or rank-4 layouts. */
+static cpu_att_problem att_fast_problem(const att_job *j, const float *q, const float *k, const float *v, float *y) {
+    cpu_att_problem p;
+    memset(&p, 0, sizeof p);
+    p.B = j->B, p.Hq = j->Hq, p.Hkv = j->Hkv, p.S = j->S, p.T = j->T, p.Dq = j->Dq, p.Dv = j->Dv;
+    bool r4 = j->rank == 4;
+    p.q = (cpu_att_operand){q, j->Hq * j->S * j->Dq, r4 ? j->S * j->Dq : j->Dq, r4 ? j->Dq : j->Hq * j->Dq};
+    p.k = (cpu_att_operand){k, j->Hkv * j->L * j->Dq, r4 ? j->L * j->Dq : j->Dq, r4 ? j->Dq : j->Hkv * j->Dq};
+    p.v = (cpu_att_operand){v, j->Hkv * j->L * j->Dv, r4 ? j->L * j->Dv : j->Dv, r4 ? j->Dv : j->Hkv * j->Dv};
+    p.y = y;
+    p.y_sb = j->Hq * j->S * j->Dv, p.y_sh = r4 ? j->S * j->Dv : j->Dv, p.y_ss = r4 ? j->Dv : j->Hq * j->Dv;
+    p.maskf = j->maskf, p.maskb = j->maskb;
+    memcpy(p.mstr, j->mstr, sizeof p.mstr);
+    p.mlen = j->mlen;
+    p.causal = j->causal;
+    p.scale = j->scale;
+    return p;
 }
 
 /* Copies past (may be NULL) then new keys (in the input layout) into present [B, H, T, D]. */
@@ -247,6 +279,20 @@ kiln_status cpu_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
         }
         for (int64_t b = 0; b < j.B; b++) nonpad[b] = cpu_load_i64(tnp->data, tnp->dtype, (uint64_t)b);
         j.nonpad = nonpad;
+    }
+    /* the common case (no KV cache, no extra outputs) through the fused GEMM kernel */
+    if (att_fast_applies(ctx, &j, tq, tpk, n_out)) {
+        int64_t yd4f[4] = {j.B, j.Hq, j.S, j.Dv}, yd3f[3] = {j.B, j.S, j.Hq * j.Dv};
+        rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+        st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, j.rank, j.rank == 4 ? yd4f : yd3f, ctx->err);
+        if (st == KILN_OK) {
+            cpu_att_problem pr = att_fast_problem(&j, q, k, v, y->data);
+            kiln_error e = {0};
+            st = cpu_attention_fast(ctx->pool, &pr, &e);
+            if (st != KILN_OK) st = cpu_kernel_fail(ctx, st, "%s", kiln_err_msg(&e));
+            kiln_err_clear(&e);
+        }
+        goto done;
     }
     /* present_key / present_value (always built: the kernel reads keys from them) */
     int64_t pkd[4] = {j.B, j.Hkv, j.T, j.Dq}, pvd[4] = {j.B, j.Hkv, j.T, j.Dv};

@@ -76,6 +76,26 @@ typedef struct pack_job {
     float *dst;
 } pack_job;
 
+/* In-register transpose of an 8x8 block: r[i] holds row i on entry, column i on exit. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+           t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+           t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+           t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 /* Packs a full 6-row panel slice: rows s[i*ld + k] (i < 6, k < kc) to d[k*6 + i], 8 k at a
  * time through an 8x8 register transpose (rows 6 and 7 zero). The scalar scatter it
  * replaces took ~5% of BERT's 128x768x768 projections (A is packed on every call). Lane
@@ -85,28 +105,33 @@ static void pack_a_panel_avx2(const float *s, int64_t ld, int64_t kc, float *d) 
     const __m256i mask6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        __m256 r0 = _mm256_loadu_ps(s + k), r1 = _mm256_loadu_ps(s + ld + k), r2 = _mm256_loadu_ps(s + 2 * ld + k),
-               r3 = _mm256_loadu_ps(s + 3 * ld + k), r4 = _mm256_loadu_ps(s + 4 * ld + k),
-               r5 = _mm256_loadu_ps(s + 5 * ld + k), r6 = _mm256_setzero_ps(), r7 = _mm256_setzero_ps();
-        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        __m256 r[8];
+        for (int i = 0; i < MR; i++) r[i] = _mm256_loadu_ps(s + i * ld + k);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8(r);
         float *o = d + k * MR;
-        _mm256_storeu_ps(o + 0 * MR, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(o + 1 * MR, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(o + 2 * MR, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(o + 3 * MR, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(o + 4 * MR, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(o + 5 * MR, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(o + 6 * MR, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_maskstore_ps(o + 7 * MR, mask6, _mm256_permute2f128_ps(u3, u7, 0x31));
+        for (int i = 0; i < 7; i++) _mm256_storeu_ps(o + i * MR, r[i]);
+        _mm256_maskstore_ps(o + 7 * MR, mask6, r[7]);
     }
     for (; k < kc; k++)
         for (int i = 0; i < MR; i++) d[k * MR + i] = s[i * ld + k];
+}
+
+/* Packs one B panel from B's transpose: column j of the panel is row j of s (row stride
+ * ld, `rows` <= 16 of them valid, the rest zero), so d[k*16 + j] = s[j*ld + k] for k < kc.
+ * Attention's scores Q K^T take K as it is stored, [L, D] rows, through this. */
+static void pack_bt_panel(const float *s, int64_t ld, int64_t rows, int64_t kc, float *d) {
+    int64_t k = 0;
+    if (rows == NR)
+        for (; k + 8 <= kc; k += 8)
+            for (int half = 0; half < 2; half++) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + (half * 8 + i) * ld + k);
+                transpose8(r);
+                for (int i = 0; i < 8; i++) _mm256_store_ps(d + (k + i) * NR + half * 8, r[i]);
+            }
+    for (; k < kc; k++)
+        for (int j = 0; j < NR; j++) d[k * NR + j] = j < rows ? s[j * ld + k] : 0.f;
 }
 
 /* A panels: rows [p*6, p*6+6) of a row-major [rows, K] matrix. */
@@ -662,19 +687,38 @@ int64_t cpu_sgemm_inline_scratch(int64_t M, int64_t N, int64_t K) {
     return round_up(round_up(M, MR) * K, 16) + round_up(N, NR) * K;
 }
 
-void cpu_sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch) {
+/* cpu_sgemm_inline and _bt: B given as [K, N] rows (b_trans false) or as its transpose
+ * [N, K] (b_trans true). */
+static void sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         bool b_trans, float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch) {
     int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
     float *pa = scratch, *pb = scratch + round_up(Mpad * K, 16); /* both 64-byte aligned */
     pack_job ja = {A, lda, M, K, Mpad, pa}, jb = {B, ldb, N, K, Npad, pb};
     pack_a_run(&ja, 0, Mpad / MR);
-    pack_b_run(&jb, 0, Npad / NR);
+    if (!b_trans) pack_b_run(&jb, 0, Npad / NR);
+    else
+        for (int64_t k0 = 0, kb = kc_block(K); k0 < K; k0 += kb) {
+            int64_t kc = K - k0 < kb ? K - k0 : kb;
+            for (int64_t p = 0; p < Npad / NR; p++)
+                pack_bt_panel(B + p * NR * ldb + k0, ldb, N - p * NR < NR ? N - p * NR : NR, kc,
+                              pb + k0 * Npad + p * NR * kc);
+        }
     gemm_task_job j = {M, N, K, Mpad, Npad, 1, 1, MC_PANELS, pa, pb, C, ldc, ep};
     _Alignas(64) float tile[MR * NR];
     for (int64_t mp0 = 0; mp0 < Mpad / MR; mp0 += MC_PANELS)
         for (int64_t np0 = 0; np0 < Npad / NR; np0 += NC_PANELS)
             gemm_block(&j, mp0, mp0 + MC_PANELS < Mpad / MR ? mp0 + MC_PANELS : Mpad / MR, np0,
                        np0 + NC_PANELS < Npad / NR ? np0 + NC_PANELS : Npad / NR, tile);
+}
+
+void cpu_sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch) {
+    sgemm_inline(M, N, K, A, lda, B, ldb, false, C, ldc, ep, scratch);
+}
+
+void cpu_sgemm_inline_bt(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *Bt,
+                         int64_t ldbt, float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch) {
+    sgemm_inline(M, N, K, A, lda, Bt, ldbt, true, C, ldc, ep, scratch);
 }
 
 static float *scratch_get(cpu_gemm_scratch *s, int64_t n) {

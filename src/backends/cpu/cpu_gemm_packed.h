@@ -90,5 +90,9 @@ bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int
 int64_t cpu_sgemm_inline_scratch(int64_t M, int64_t N, int64_t K);
 void cpu_sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch);
+/* As cpu_sgemm_inline with B given transposed: Bt is row-major [N, K] (row stride ldbt),
+ * C = A * Bt^T (attention's Q K^T with K as stored). Same scratch size. */
+void cpu_sgemm_inline_bt(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *Bt,
+                         int64_t ldbt, float *C, int64_t ldc, const cpu_epilogue *ep, float *scratch);
 
 #endif

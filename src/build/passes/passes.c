@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "build/passes/pass_util.h"
+#include "diag/diag.h"
+#include "ir/infer.h"
 #include "onnx/onnx_load.h"
 
 build_pass_options build_pass_options_default(void) {
@@ -58,5 +60,23 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
     if (st == KILN_OK && !getenv("KILN_NO_MERGE_QKV")) st = build_pass_merge_qkv(model, NULL, stats, err);
     /* the separate Q/K/V weights the merge concatenated (~85 MB in a BERT-base FP32 engine) */
     if (st == KILN_OK && model && model->graph) st = pass_drop_unread_initializers(model->graph, NULL, err);
+    return st;
+}
+
+kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err) {
+    if (!model || !model->graph) return KILN_OK;
+    kiln_status st = KILN_OK;
+    if (!getenv("KILN_NO_FUSE_ATTENTION")) {
+        /* the attention match reads value types; problems are not this pass's to report */
+        diag_list dl;
+        diag_list_init(&dl);
+        kiln_error ie = {0};
+        (void)ir_infer(model, NULL, &dl, &ie);
+        kiln_err_clear(&ie);
+        diag_list_free(&dl);
+        st = build_pass_fuse_attention(model, NULL, stats, err);
+    }
+    if (st == KILN_OK && !getenv("KILN_NO_FOLD_SCALE")) st = build_pass_fold_scale(model, NULL, stats, err);
+    if (st == KILN_OK) st = pass_drop_unread_initializers(model->graph, NULL, err);
     return st;
 }

@@ -81,6 +81,14 @@ kiln_status build_pass_merge_qkv(ir_model *model, const build_pass_options *opts
  * builder for cuda engines, so both execute the same graph. stats may be NULL. */
 kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
 
+/* The host (CPU) backend's structural passes, after build_run_passes: attention blocks ->
+ * one Attention node (the CPU runs it fused, cpu_attention_fast.h; KILN_NO_FUSE_ATTENTION=1
+ * keeps the MatMul/Softmax graph), then the power-of-two scale of any attention left
+ * unfused into its Q weights (fold_scale.c; KILN_NO_FOLD_SCALE=1 skips it). Infers types
+ * first (the attention match needs them). Run by the session for host backends and by
+ * the builder for cpu engines, so both execute the same graph. stats may be NULL. */
+kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
+
 /* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
  * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
  * C] data tensors), Transposes at the region boundaries. Device backends only (the CPU has
