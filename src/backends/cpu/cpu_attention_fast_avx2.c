@@ -117,7 +117,8 @@ static void att_worker(void *user, int64_t w0, int64_t w1) {
     att_fast_job *j = user;
     /* gemm scratch, then the score block, then a bias row; each part 64-byte aligned */
     size_t g = (size_t)(j->gemm_floats + 15) & ~(size_t)15, s = (size_t)(j->score_floats + 15) & ~(size_t)15;
-    float *buf = aligned_alloc(64, (g + s + (size_t)j->p->T + 16) * sizeof(float));
+    size_t bytes = ((g + s + (size_t)j->p->T + 16) * sizeof(float) + 63) & ~(size_t)63; /* C11: a multiple of 64 */
+    float *buf = aligned_alloc(64, bytes);
     if (!buf) {
         atomic_store(&j->failed, 1);
         return;
