@@ -110,7 +110,8 @@ static void check_special(const cpu_vmath *vm, bool masked) {
     x[2 * NB + 4] = 1e-40f; /* subnormal input */
     vm->gelu(x, y, NB * 2 + 5);
     for (int i = 0; i < NB; i++) {
-        if (y[2 * i] != big[i]) fail_msg("%s gelu(%.9g) = %.9g, expected x itself", vm->isa, (double)big[i], (double)y[2 * i]);
+        if (y[2 * i] != big[i])
+            fail_msg("%s gelu(%.9g) = %.9g, expected x itself", vm->isa, (double)big[i], (double)y[2 * i]);
         if (!(fabsf(y[2 * i + 1]) <= 1e-30f) || (masked && big[i] > 12.f && y[2 * i + 1] != 0.f))
             fail_msg("%s gelu(%.9g) = %.9g, expected 0", vm->isa, (double)-big[i], (double)y[2 * i + 1]);
     }
