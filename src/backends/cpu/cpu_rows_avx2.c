@@ -1,5 +1,5 @@
 /* cpu_rows_avx2.c - AVX2+FMA row kernels (cpu_rows.h): LayerNorm/RMSNorm rows with
- * double-precision statistics (floats widened 4 at a time), and a NaN-ignoring row max.
+ * double-precision statistics (floats widened 4 at a time, one pass), and a NaN-ignoring row max.
  * Compiled with -mavx2 -mfma; only reached through cpu_rows_get() on CPUs that have them. */
 #include <immintrin.h>
 #include <math.h>
@@ -11,37 +11,41 @@ static double hsum_pd(__m256d v) {
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
+/* Statistics in one pass over the row: with d = x - c in double (exact for floats of
+ * similar magnitude) for a shift c = x[0] (0 for RMSNorm), mean = c + sum(d)/n and
+ * var = sum(d^2)/n - (sum(d)/n)^2. The shift keeps the subtraction benign: |mean - c| is
+ * a few standard deviations at most for real activations, so the cancellation costs a
+ * few ulps of a double, far below the float result's precision. Four accumulators each
+ * (16 floats per step): the former two-pass version, one accumulator pair per pass, was
+ * two chains of dependent 4-cycle adds, 0.47 ms per 1024x768 LayerNorm against ~0.3 ms
+ * now (1 thread, thread CPU time, hot cache). */
 static void a_norm_row(const float *x, const float *scale, const float *bias, float *y, int64_t n, float eps,
                        bool rms, float *mean_out, float *inv_out) {
     int64_t i;
-    double mean = 0;
-    if (!rms) {
-        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-        double t = 0;
-        for (i = 0; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_loadu_ps(x + i);
-            a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-            a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-        }
-        for (; i < n; i++) t += x[i];
-        mean = (hsum_pd(_mm256_add_pd(a0, a1)) + t) / (double)n;
+    double c = rms ? 0.0 : (double)x[0];
+    __m256d c4 = _mm256_set1_pd(c), zero = _mm256_setzero_pd();
+    __m256d s0 = zero, s1 = zero, s2 = zero, s3 = zero, q0 = zero, q1 = zero, q2 = zero, q3 = zero;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 v = _mm256_loadu_ps(x + i), w = _mm256_loadu_ps(x + i + 8);
+        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), c4);
+        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), c4);
+        __m256d d2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(w)), c4);
+        __m256d d3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)), c4);
+        s0 = _mm256_add_pd(s0, d0), s1 = _mm256_add_pd(s1, d1), s2 = _mm256_add_pd(s2, d2), s3 = _mm256_add_pd(s3, d3);
+        q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+        q2 = _mm256_fmadd_pd(d2, d2, q2), q3 = _mm256_fmadd_pd(d3, d3, q3);
     }
-    /* (x - mean) in double: exact for the widened floats, so the variance is two-pass exact
-     * up to the double sums */
-    __m256d m4 = _mm256_set1_pd(mean), q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
-    double t2 = 0;
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m4);
-        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m4);
-        q0 = _mm256_fmadd_pd(d0, d0, q0);
-        q1 = _mm256_fmadd_pd(d1, d1, q1);
-    }
+    double ts = 0, tq = 0;
     for (; i < n; i++) {
-        double d = (double)x[i] - mean;
-        t2 += d * d;
+        double d = (double)x[i] - c;
+        ts += d;
+        tq += d * d;
     }
-    double var = (hsum_pd(_mm256_add_pd(q0, q1)) + t2) / (double)n;
+    double sd = (hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))) + ts) / (double)n;
+    double sq = (hsum_pd(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3))) + tq) / (double)n;
+    double mean = rms ? 0.0 : c + sd;
+    double var = rms ? sq : sq - sd * sd;
+    if (var < 0) var = 0;
     float inv = (float)(1.0 / sqrt(var + eps)), m = (float)mean;
     __m256 mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);
     for (i = 0; i + 8 <= n; i += 8) {
