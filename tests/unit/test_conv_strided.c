@@ -5,7 +5,8 @@
  * zero pads, stride 3, unequal strides, dilation with stride, groups, a 1x1 stride-1 conv
  * with pads (a single-phase copy too), stride-1 KxK convs (a padded copy), a kernel too
  * long for the phase path (the older per-segment packer, conv_pack_b), batch > 1, several k-blocks, bias / residual / ReLU
- * / Clip epilogues, on 1 and 2 pool threads and with B packed both whole and per task.
+ * / Clip epilogues, on 1 and 2 pool threads and with B packed both whole and per task, and
+ * batches of 3 and 5 images (an odd count over 2 threads).
  * Also the plan's phase bookkeeping. Skips (with a printed reason) without AVX2+FMA.
  */
 #include <math.h>
@@ -124,6 +125,8 @@ static const sconv cases[] = {
     {2, 20, 17, 19, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, true, "Relu"},   /* stride 1: padded copy */
     {1, 6, 12, 23, 10, 5, 5, 1, 1, 1, 2, 2, {2, 4, 1, 3}, true, false, NULL},     /* stride 1, dilation, groups */
     {1, 4, 9, 80, 8, 1, 33, 1, 2, 1, 1, 1, {0, 5, 0, 5}, true, false, "Relu"},    /* too long: conv_pack_b */
+    {3, 32, 14, 14, 40, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, true, "Relu"},   /* pointwise, 3 images */
+    {5, 40, 13, 11, 24, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, true, NULL},     /* 5 images */
 };
 
 static void test_strided_matches_reference(void **state) {

@@ -16,8 +16,8 @@
  * nodes from a MatMul with a constant float32 weight (input 1), no activation or
  * residual mark, and either a kiln_bias constant or one Add of a float32 constant after
  * it (also single-reader). Scaled weights are new initializers, so shared constants stay
- * unchanged. It is not in build_run_passes' default set: device backends fuse the whole
- * attention block, which needs the scale node (fuse_attention.c).
+ * unchanged. It is not in build_run_passes' default set: build_run_host_passes runs it
+ * after the attention fusion, so it folds the scales of attention blocks left unfused.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -18,9 +18,9 @@
  * sequence dims, exact perms, a scalar constant scale, a softmax over the last axis, a
  * mask of known rank <= 4 in the projections' float dtype, q/k/v of rank 3 in one float
  * dtype whose known last dim is H*D. Anything else is left alone (tests: near misses in
- * tests/unit/test_fuse_attention.c). It is not in build_run_passes' default set: on the
- * CPU the unfused MatMul/Softmax path is faster (the CPU Attention kernel is a plain
- * loop), so the session runs it for device backends (build_pass_fuse_attention).
+ * tests/unit/test_fuse_attention.c). It is not in build_run_passes' default set: the
+ * backends' structural passes run it (build_run_host_passes for the CPU, which runs the
+ * node fused through its packed GEMM, cpu_attention_fast.h; build_run_device_passes).
  */
 #include <stdlib.h>
 #include <string.h>
