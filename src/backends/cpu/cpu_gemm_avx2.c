@@ -244,7 +244,10 @@ void cpu_gemm_scratch_free(cpu_gemm_scratch *s) {
  * run through cpu_epilogue_apply after the tile. GELU sits in a separate non-inlined
  * function on purpose: inlined into the microkernel its ~20 constants made GCC keep
  * values live across the k loop, which spilled accumulators and cost 1.7x on every
- * MatMul (measured), not only the GELU ones. */
+ * MatMul (measured), not only the GELU ones. Per tile, two vectors per step, is as fast as
+ * it gets here (BENCHMARKS.md, "Session 5: GELU epilogue"): the GELU is throughput-bound,
+ * four vectors per step measured the same, and a whole 6-row strip after the last k-block
+ * only 4% faster in isolation. */
 static inline bool act_in_tile(cpu_act_kind k) {
     return k == CPU_ACT_NONE || k == CPU_ACT_RELU || k == CPU_ACT_GELU || k == CPU_ACT_GELU_TANH;
 }
