@@ -270,7 +270,7 @@ __attribute__((noinline)) static void gelu_tile(float *c, int64_t ldc, int rows,
 /* One output row of a full tile: add C (later k-blocks), then on the last k-block the
  * fusable epilogue (bias, residual, ReLU), and store (GELU follows in gelu_tile). */
 static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
-                           int64_t m, int64_t n0) {
+                           int64_t m, int64_t n0, bool nt) {
     if (accumulate) {
         v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
         v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
@@ -294,15 +294,21 @@ static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool
             v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
         }
     }
+    if (nt && ((uintptr_t)c & 31) == 0) { /* streaming: run_panels' small-K order says why */
+        _mm256_stream_ps(c, v0);
+        _mm256_stream_ps(c + 8, v1);
+        return;
+    }
     _mm256_storeu_ps(c, v0);
     _mm256_storeu_ps(c + 8, v1);
 }
 
 /* a_panel[kc][6] * b_panel[kc][16]. A full tile (c != NULL) goes straight to C at row m0,
- * column n0 (row_out); otherwise the 6x16 result lands in t for store_tile. The k loop is
- * unrolled by two: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
+ * column n0 (row_out; with nt, non-temporal stores); otherwise the 6x16 result lands in t
+ * for store_tile. The k loop is unrolled by two: 12 accumulators + 2 B vectors + 1
+ * broadcast = 15 of 16 ymm registers. */
 static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, float *c, int64_t ldc, int64_t m0,
-                        int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep) {
+                        int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep, bool nt) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
            c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
            c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
@@ -349,12 +355,12 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *t, fl
     if (k < kc) KSTEP(a, b);
 #undef KSTEP
     if (c) {
-        row_out(c + (m0 + 0) * ldc + n0, c00, c01, accumulate, fuse, ep, m0 + 0, n0);
-        row_out(c + (m0 + 1) * ldc + n0, c10, c11, accumulate, fuse, ep, m0 + 1, n0);
-        row_out(c + (m0 + 2) * ldc + n0, c20, c21, accumulate, fuse, ep, m0 + 2, n0);
-        row_out(c + (m0 + 3) * ldc + n0, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
-        row_out(c + (m0 + 4) * ldc + n0, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
-        row_out(c + (m0 + 5) * ldc + n0, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+        row_out(c + (m0 + 0) * ldc + n0, c00, c01, accumulate, fuse, ep, m0 + 0, n0, nt);
+        row_out(c + (m0 + 1) * ldc + n0, c10, c11, accumulate, fuse, ep, m0 + 1, n0, nt);
+        row_out(c + (m0 + 2) * ldc + n0, c20, c21, accumulate, fuse, ep, m0 + 2, n0, nt);
+        row_out(c + (m0 + 3) * ldc + n0, c30, c31, accumulate, fuse, ep, m0 + 3, n0, nt);
+        row_out(c + (m0 + 4) * ldc + n0, c40, c41, accumulate, fuse, ep, m0 + 4, n0, nt);
+        row_out(c + (m0 + 5) * ldc + n0, c50, c51, accumulate, fuse, ep, m0 + 5, n0, nt);
         if (fuse && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH))
             gelu_tile(c + m0 * ldc + n0, ldc, MR, ep->act.kind);
         return;
@@ -551,18 +557,24 @@ typedef struct gemm_task_job {
 /* One 6x16 output tile of a k-block: a full tile is stored by the kernel itself (with the
  * epilogue when its activation is fusable, the rest applied after); edge tiles go through
  * `tile` and store_tile. first/last: whether this is the first/last k-block. */
-static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
-                             int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
-                             bool has_ep, bool fusable) {
+static inline void gemm_tile_nt(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
+                                int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                                bool has_ep, bool fusable, bool nt) {
     if (mr == MR && nr == NR) {
-        kernel_6x16(kc, a, b, NULL, C, ldc, m0, n0, !first, last && fusable, ep);
+        kernel_6x16(kc, a, b, NULL, C, ldc, m0, n0, !first, last && fusable, ep, nt);
         if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + NR);
     } else {
         if (nr <= 2) kernel_6xn(kc, a, b, nr, tile);
         else if (nr <= 8) kernel_6x8(kc, a, b, tile);
-        else kernel_6x16(kc, a, b, tile, NULL, 0, 0, 0, false, false, NULL);
+        else kernel_6x16(kc, a, b, tile, NULL, 0, 0, 0, false, false, NULL, false);
         store_tile(tile, mr, nr, C, ldc, m0, n0, !first, last, ep);
     }
+}
+
+static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
+                             int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                             bool has_ep, bool fusable) {
+    gemm_tile_nt(kc, a, b, tile, mr, nr, C, ldc, m0, n0, first, last, ep, has_ep, fusable, false);
 }
 
 bool cpu_gemm_avx512_usable(void) {
@@ -659,12 +671,15 @@ typedef struct tile_args {
     int64_t ldc;
     const cpu_epilogue *ep;
     bool has_ep, fusable, use512;
-    float *tile; /* 6x16 scratch for edge tiles */
+    float *tile;  /* 6x16 scratch for edge tiles */
+    bool m_outer; /* small K: A panels outermost (run_panels) */
+    bool nt;      /* with m_outer: full tiles stored non-temporally */
 } tile_args;
 
 static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, const cpu_epilogue *ep, float *tile) {
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
-    return (tile_args){M, N, C, ldc, ep, has_ep, has_ep && act_in_tile(ep->act.kind), cpu_gemm_avx512_usable(), tile};
+    return (tile_args){M,    N, C, ldc, ep, has_ep, has_ep && act_in_tile(ep->act.kind), cpu_gemm_avx512_usable(),
+                       tile, false, false};
 }
 
 /* One k-block of B panels [np0, np1) (panel np at bpanels + (np - np0) * NR * kc) against
@@ -677,8 +692,29 @@ static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, con
  * hence the condition. */
 static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, const float *abase, int64_t mp0,
                        int64_t mp1, const float *bpanels, int64_t np0, int64_t np1, bool prefetch_b) {
-    const float *pf_c = first ? t->C : NULL, *pf_res = last && t->has_ep ? t->ep->residual : NULL;
+    const float *pf_c = first && !t->nt ? t->C : NULL, *pf_res = last && t->has_ep ? t->ep->residual : NULL;
     int64_t ld_res = pf_res ? t->ep->ld_res : 0;
+    if (t->m_outer && !t->use512) {
+        /* Small K (local_task sets m_outer for one k-block of at most 128): a 6x16 tile is
+         * 64-128 k-steps, so its stores, epilogue and the output traffic weigh about as
+         * much as its FMAs. A panels outermost, each against all of the task's B panels
+         * (at most 8 x 16 x 128 floats, L1/L2): the tiles of one A panel write 6 rows x
+         * 128 contiguous columns, and the lines of the next A panel's rows are prefetched
+         * one tile's columns at a time, a panel row ahead. */
+        for (int64_t mp = mp0; mp < mp1; mp++) {
+            int64_t m0 = mp * MR;
+            int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
+            for (int64_t np = np0; np < np1; np++) {
+                int64_t n0 = np * NR;
+                int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
+                if ((pf_c || pf_res) && mp + 1 < mp1)
+                    prefetch_tile_out(pf_c, t->ldc, pf_res, ld_res, t->M, m0 + MR, n0, nr);
+                gemm_tile_nt(kc, abase + mp * MR * kc, bpanels + (np - np0) * NR * kc, t->tile, mr, nr, t->C,
+                             t->ldc, m0, n0, first, last, t->ep, t->has_ep, t->fusable, t->nt);
+            }
+        }
+        return;
+    }
     for (int64_t np = np0, step; np < np1; np += step) {
         const float *b = bpanels + (np - np0) * NR * kc;
         int64_t n0 = np * NR;
@@ -887,6 +923,7 @@ typedef struct local_job {
     _Atomic int64_t next;
     const float *rows_b; /* non-NULL: B is row-major [K, N] (row stride rows_ld), packed by rows */
     int64_t rows_ld;
+    bool nt_ok; /* C may be stored non-temporally (local_task) */
 } local_job;
 
 static void local_task(const local_job *j, int64_t nb, float *buf) {
@@ -894,6 +931,16 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
+    /* K <= 128 (one k-block; kc_block splits larger K into blocks of at least 160): the
+     * small-K tile order of run_panels, and with nt_ok non-temporal stores of C. Why the
+     * streaming stores: ResNet-50's 56x56 1x1 convs write 0.8-3.2 MB of C per image, and
+     * inside the network the caches are full of dirty activations, so every C line read
+     * for ownership also costs a writeback; streamed, C goes out without being read. Its
+     * consumer (the next block's conv1 or the next conv3's residual) then reads it from
+     * memory, which its row-wise B packing and the residual prefetch cover. Measurements
+     * in docs/BENCHMARKS.md ("Session 5: small-K pointwise convs"). */
+    t.m_outer = j->K <= 128;
+    t.nt = t.m_outer && j->nt_ok;
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         if (j->rows_b) pack_b_rows(j->rows_b, j->rows_ld, j->N, np0, np1, k0, kc, buf);
@@ -901,6 +948,8 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
             for (int64_t np = np0; np < np1; np++) j->pack_b(j->pack_user, np, k0, kc, buf + (np - np0) * NR * kc);
         run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, 0, j->Mpad / MR, buf, np0, np1, false);
     }
+    /* streaming stores are weakly ordered: make them visible before the task is reported done */
+    if (t.nt) _mm_sfence();
 }
 
 static void local_slots_run(void *user, int64_t s0, int64_t s1) {
@@ -927,6 +976,18 @@ bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int
     return n_blocks >= 2 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
 }
 
+/* KILN_GEMM_NT=0 in the environment keeps C's stores ordinary (A/B measurements). */
+static bool nt_enabled(void) {
+    static _Atomic int cached = -1;
+    int c = cached;
+    if (c < 0) {
+        const char *e = getenv("KILN_GEMM_NT");
+        c = !(e && e[0] == '0');
+        cached = c;
+    }
+    return c == 1;
+}
+
 static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
                              cpu_gemm_pack_b_fn pack_b, void *pack_user, const float *rows_b, int64_t rows_ld,
                              float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
@@ -940,8 +1001,15 @@ static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     int64_t buf_floats = NC_PANELS * NR * kc_block(K);
     float *d = scratch_get(scratch, n_slots * buf_floats);
     if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
-    local_job j = {M, N, K, round_up(M, MR), pa->data, pack_b, pack_user, C, ldc, ep, d, buf_floats, n_tasks, 0,
-                   rows_b, rows_ld};
+    /* Non-temporal C only where nothing reads it back during the GEMM (an epilogue applied
+     * after the tile store, GELU over the stored tile) and where it would not stay in L2
+     * for its consumer anyway (at least 512 KiB). */
+    bool has_ep = ep && !cpu_epilogue_is_empty(ep);
+    bool nt_ok = (!has_ep || act_in_tile(ep->act.kind)) &&
+                 !(has_ep && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) &&
+                 (uint64_t)M * (uint64_t)N * sizeof(float) >= (512u << 10) && nt_enabled();
+    local_job j = {M,  N,          K,       round_up(M, MR), pa->data, pack_b, pack_user, C, ldc, ep, d,
+                   buf_floats, n_tasks, 0, rows_b, rows_ld, nt_ok};
     cpu_parallel_for(pool, n_slots, 1, local_slots_run, &j);
     return KILN_OK;
 }
