@@ -62,7 +62,13 @@ static ir_attr ints(const char *name, int n, int64_t *v) {
 
 /* KILN_BENCH_COLD=1: before each run, write a buffer larger than the L3 cache so weights
  * come from memory, as they do inside a whole network (every layer's weights are used
- * once per inference, and ResNet-50's 100 MB do not stay cached). */
+ * once per inference, and ResNet-50's 100 MB do not stay cached).
+ * KILN_BENCH_COLD=dirty: the same buffer is written before each run instead of read, so
+ * the caches are full of dirty lines, as inside a network (every layer writes its
+ * activations) and every line a layer brings in also costs a writeback. ResNet-50's 56x56
+ * 1x1 convs, 1 thread, thread clock: medians 15-40% above those with a clean flush, close
+ * to their per-node times in `kiln exec` (docs/BENCHMARKS.md, "Session 5: small-K
+ * pointwise convs"). */
 static float *cold_buf;
 static void flush_caches(void) {
     enum { COLD_FLOATS = 16 << 20 }; /* 64 MiB */
@@ -73,6 +79,12 @@ static void flush_caches(void) {
         if (cold_buf) memset(cold_buf, 0, COLD_FLOATS * sizeof(float));
     }
     if (!cold_buf) return;
+    if (strcmp(getenv("KILN_BENCH_COLD"), "dirty") == 0) {
+        static float gen; /* a new value each time: the stores really change the lines */
+        gen += 1.f;
+        for (size_t i = 0; i < COLD_FLOATS; i += 16) cold_buf[i] = gen;
+        return;
+    }
     float acc = 0;
     for (size_t i = 0; i < COLD_FLOATS; i += 16) acc += cold_buf[i];
     sink = acc;
