@@ -695,12 +695,14 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
     const float *pf_c = first && !t->nt ? t->C : NULL, *pf_res = last && t->has_ep ? t->ep->residual : NULL;
     int64_t ld_res = pf_res ? t->ep->ld_res : 0;
     if (t->m_outer && !t->use512) {
-        /* Small K (local_task sets m_outer for one k-block of at most 128): a 6x16 tile is
-         * 64-128 k-steps, so its stores, epilogue and the output traffic weigh about as
-         * much as its FMAs. A panels outermost, each against all of the task's B panels
-         * (at most 8 x 16 x 128 floats, L1/L2): the tiles of one A panel write 6 rows x
-         * 128 contiguous columns, and the lines of the next A panel's rows are prefetched
-         * one tile's columns at a time, a panel row ahead. */
+        /* Small K (local_task sets m_outer for K <= 64): a 6x16 tile is at most 64
+         * k-steps, so its stores, epilogue and output traffic weigh about as much as its
+         * FMAs. A panels outermost, each against all of the task's B panels (at most
+         * 8 x 16 x 64 floats, 32 KiB): the tiles of one A panel write 6 rows x 128
+         * contiguous columns instead of one 16-column strip down all M rows, and the lines
+         * of the next A panel's rows are prefetched one tile's columns at a time, a panel
+         * row ahead. (Prefetching a whole panel row at once at its start: conv3 with its
+         * residual 2.6% slower, 8 of 8 rounds; the layers without one 3% faster.) */
         for (int64_t mp = mp0; mp < mp1; mp++) {
             int64_t m0 = mp * MR;
             int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
@@ -931,15 +933,18 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
-    /* K <= 128 (one k-block; kc_block splits larger K into blocks of at least 160): the
-     * small-K tile order of run_panels, and with nt_ok non-temporal stores of C. Why the
+    /* K <= 64 (one k-block): the small-K tile order of run_panels, and with nt_ok
+     * non-temporal stores of C. K = 128 (ResNet-50's stage-2 conv3, 128 -> 512 at 28x28)
+     * measured no better either way (base vs this: 0 of 10 rounds won, +1% on minima with
+     * a clean flush; 4 of 10, +6% on medians with a dirty one), its 64 KiB B block no
+     * longer fitting L1 in this order, so it keeps the usual one. Why the
      * streaming stores: ResNet-50's 56x56 1x1 convs write 0.8-3.2 MB of C per image, and
      * inside the network the caches are full of dirty activations, so every C line read
      * for ownership also costs a writeback; streamed, C goes out without being read. Its
      * consumer (the next block's conv1 or the next conv3's residual) then reads it from
      * memory, which its row-wise B packing and the residual prefetch cover. Measurements
      * in docs/BENCHMARKS.md ("Session 5: small-K pointwise convs"). */
-    t.m_outer = j->K <= 128;
+    t.m_outer = j->K <= 64;
     t.nt = t.m_outer && j->nt_ok;
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
