@@ -75,6 +75,7 @@ kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln
         kiln_err_clear(&ie);
         diag_list_free(&dl);
         st = build_pass_fuse_attention(model, NULL, stats, err);
+        if (st == KILN_OK && !getenv("KILN_NO_MERGE_QKV")) st = build_pass_merge_qkv(model, NULL, stats, err);
     }
     if (st == KILN_OK && !getenv("KILN_NO_FOLD_SCALE")) st = build_pass_fold_scale(model, NULL, stats, err);
     if (st == KILN_OK) st = pass_drop_unread_initializers(model->graph, NULL, err);
