@@ -92,6 +92,11 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
  * the builder for cpu engines, so both execute the same graph. stats may be NULL. */
 kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
 
+/* Infers value types for passes that match on them (and device backends that place nodes
+ * by them); the problems it finds are not the caller's to report (kiln check does), so
+ * they are dropped. */
+void build_infer_types_quiet(ir_model *model);
+
 /* Channels-last regions (layout_nhwc.c): nodes the rules accept in the internal domain
  * "kiln.nhwc" (Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool with [N, H, W,
  * C] data tensors), Transposes at the region boundaries. Device backends only (the CPU has
