@@ -9,8 +9,6 @@
 
 #include "build/passes/passes.h"
 #include "core/strbuf.h"
-#include "diag/diag.h"
-#include "ir/infer.h"
 #include "runtime/backend.h"
 #include "runtime/weight_share.h"
 
