@@ -12,7 +12,8 @@ graph optimisations. kiln end-to-end uses `kiln exec`: the first round builds th
 (tactic timing included) and saves it, later rounds load it. ORT and kiln alternate in
 --rounds rounds per configuration, the reps spread over them, and each side's figure is the
 median of its round medians: on a shared VM whole-run medians move 10-30% within minutes,
-and alternating gives both engines the same share of slow and fast phases.
+and alternating gives both engines the same share of slow and fast phases. The last column
+counts the rounds in which kiln's median beat ORT's of the same round.
 
 Usage: python3 bench/bench_cpu.py [--models resnet50,bert,mobilenetv2] [--threads 1,2]
                                   [--reps N] [--rounds R] [--quick] [--layers N]
@@ -353,17 +354,19 @@ def main():
                     os.unlink(engine)
                 o_ms = float(np.median(o_meds))
                 k_ms = float(np.median(k_meds)) if k_meds else None
+                # rounds in which kiln's median beat ORT's of the same round: how firm the ratio is
+                won = f"{sum(k < o for o, k in zip(o_meds, k_meds))} of {len(k_meds)}" if k_meds else "n/a"
                 if batch == 1:
-                    rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None))
+                    rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None, won))
                 else:
                     rows.append((model, t, batch, metric, batch * 1e3 / o_ms, batch * 1e3 / k_ms if k_ms else None,
-                                 (o_ms / k_ms) if k_ms else None))
+                                 (o_ms / k_ms) if k_ms else None, won))
         print()
-    print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) | kiln faster in rounds |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = lambda v: "n/a" if v is None else f"{v:.1f}"
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} |")
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} | {r[7]} |")
     if not exe or a.layers == 0:
         return
     for model in a.models.split(","):

@@ -559,12 +559,7 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
         bool cuda = o->backend && !strcmp(o->backend, "cuda");
         if (st == KILN_OK && !cuda) st = build_run_host_passes(model, NULL, err);
         if (st == KILN_OK && cuda) {
-            diag_list scratch;
-            diag_list_init(&scratch);
-            kiln_error ierr = {0};
-            (void)ir_infer(model, NULL, &scratch, &ierr); /* the passes match on types */
-            kiln_err_clear(&ierr);
-            diag_list_free(&scratch);
+            build_infer_types_quiet(model); /* the passes match on types */
             st = build_run_device_passes(model, NULL, err);
         }
         if (st != KILN_OK) {

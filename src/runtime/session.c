@@ -9,8 +9,6 @@
 
 #include "build/passes/passes.h"
 #include "core/strbuf.h"
-#include "diag/diag.h"
-#include "ir/infer.h"
 #include "runtime/backend.h"
 #include "runtime/weight_share.h"
 
@@ -111,12 +109,7 @@ kiln_status rt_session_create(ir_model *model, const rt_session_options *opts, r
         /* A device backend decides per node from value types (int64 shape arithmetic stays
          * on the host), so types are inferred first; problems here are not fatal (the
          * executor reports what it cannot run). */
-        diag_list dl;
-        diag_list_init(&dl);
-        kiln_error ie = {0};
-        (void)ir_infer(model, NULL, &dl, &ie);
-        kiln_err_clear(&ie);
-        diag_list_free(&dl);
+        build_infer_types_quiet(model);
         /* attention blocks -> one Attention node, which the device runs as one kernel
          * (build/passes/fuse_attention.c), its Q/K/V projections -> one GEMM
          * (merge_qkv.c); the builder runs the same for cuda engines (builder.c), whose

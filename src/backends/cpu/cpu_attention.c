@@ -133,7 +133,8 @@ static bool att_fast_applies(const cpu_kernel_ctx *ctx, const att_job *j, const 
 }
 
 /* The fused kernel's view of Q, K, V and Y in their rank-3 or rank-4 layouts. */
-static cpu_att_problem att_fast_problem(const att_job *j, const float *q, const float *k, const float *v, float *y) {
+static cpu_att_problem att_fast_problem(const att_job *j, const float *q, const float *k, const float *v, float *y,
+                                        int64_t row_stride) {
     cpu_att_problem p;
     memset(&p, 0, sizeof p);
     p.B = j->B, p.Hq = j->Hq, p.Hkv = j->Hkv, p.S = j->S, p.T = j->T, p.Dq = j->Dq, p.Dv = j->Dv;
@@ -141,6 +142,11 @@ static cpu_att_problem att_fast_problem(const att_job *j, const float *q, const 
     p.q = (cpu_att_operand){q, j->Hq * j->S * j->Dq, r4 ? j->S * j->Dq : j->Dq, r4 ? j->Dq : j->Hq * j->Dq};
     p.k = (cpu_att_operand){k, j->Hkv * j->L * j->Dq, r4 ? j->L * j->Dq : j->Dq, r4 ? j->Dq : j->Hkv * j->Dq};
     p.v = (cpu_att_operand){v, j->Hkv * j->L * j->Dv, r4 ? j->L * j->Dv : j->Dv, r4 ? j->Dv : j->Hkv * j->Dv};
+    if (row_stride) { /* rank-3 views whose rows lie row_stride floats apart (cpu_attention_rows) */
+        p.q.ss = p.k.ss = p.v.ss = row_stride;
+        p.q.sb = j->S * row_stride;
+        p.k.sb = p.v.sb = j->L * row_stride;
+    }
     p.y = y;
     p.y_sb = j->Hq * j->S * j->Dv, p.y_sh = r4 ? j->S * j->Dv : j->Dv, p.y_ss = r4 ? j->Dv : j->Hq * j->Dv;
     p.maskf = j->maskf, p.maskb = j->maskb;
@@ -164,8 +170,24 @@ static void att_concat(const float *past, int64_t P, const float *cur, int rank,
         }
 }
 
+static kiln_status attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out, int64_t row_stride);
+
 kiln_status cpu_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                           int32_t n_out) {
+    return attention(ctx, inputs, n_in, outputs, n_out, 0);
+}
+
+kiln_status cpu_attention_rows(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out, int64_t row_stride) {
+    return attention(ctx, inputs, n_in, outputs, n_out, row_stride);
+}
+
+/* row_stride != 0: Q, K, V are rank-3 float32 views with rows that far apart, which only
+ * the fused kernel reads correctly; anything it does not cover returns KILN_ERR_UNSUPPORTED
+ * before touching an output (cpu_attention_rows). */
+static kiln_status attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out, int64_t row_stride) {
     const rt_tensor *tq = cpu_in(inputs, n_in, 0), *tk = cpu_in(inputs, n_in, 1), *tv = cpu_in(inputs, n_in, 2);
     const rt_tensor *tm = cpu_in(inputs, n_in, 3), *tpk = cpu_in(inputs, n_in, 4), *tpv = cpu_in(inputs, n_in, 5);
     const rt_tensor *tnp = cpu_in(inputs, n_in, 6);
@@ -280,13 +302,17 @@ kiln_status cpu_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
         for (int64_t b = 0; b < j.B; b++) nonpad[b] = cpu_load_i64(tnp->data, tnp->dtype, (uint64_t)b);
         j.nonpad = nonpad;
     }
+    if (row_stride && (j.rank != 3 || !att_fast_applies(ctx, &j, tq, tpk, n_out))) {
+        st = KILN_ERR_UNSUPPORTED;
+        goto done;
+    }
     /* the common case (no KV cache, no extra outputs) through the fused GEMM kernel */
     if (att_fast_applies(ctx, &j, tq, tpk, n_out)) {
         int64_t yd4f[4] = {j.B, j.Hq, j.S, j.Dv}, yd3f[3] = {j.B, j.S, j.Hq * j.Dv};
         rt_tensor *y = rt_value_as_tensor(&outputs[0]);
         st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, j.rank, j.rank == 4 ? yd4f : yd3f, ctx->err);
         if (st == KILN_OK) {
-            cpu_att_problem pr = att_fast_problem(&j, q, k, v, y->data);
+            cpu_att_problem pr = att_fast_problem(&j, q, k, v, y->data, row_stride);
             kiln_error e = {0};
             st = cpu_attention_fast(ctx->pool, &pr, &e);
             if (st != KILN_OK) st = cpu_kernel_fail(ctx, st, "%s", kiln_err_msg(&e));

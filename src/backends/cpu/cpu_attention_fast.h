@@ -44,4 +44,12 @@ typedef struct cpu_att_problem {
  * sizes overflow (err says which). Call only when cpu_gemm_packed_supported(). */
 kiln_status cpu_attention_fast(cpu_threadpool *pool, const cpu_att_problem *p, kiln_error *err);
 
+/* The Attention kernel (cpu_attention.c, its attributes from ctx->node) with inputs 0-2
+ * float32 [B, S, H*D] views whose rows lie row_stride floats apart: the thirds of a
+ * merged Q/K/V projection (cpu_qkv_attention.c), read in place. Returns
+ * KILN_ERR_UNSUPPORTED, with no output touched and no message set, when the fused kernel
+ * does not cover the call; the caller then passes contiguous copies to cpu_attention. */
+kiln_status cpu_attention_rows(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out, int64_t row_stride);
+
 #endif

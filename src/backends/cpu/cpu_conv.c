@@ -23,6 +23,7 @@
  * Bias, a fused residual Add and a fused activation (cpu_gemm.h) are applied by the GEMM's
  * epilogue, so the output is written once.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +192,7 @@ typedef struct dw_job {
     float *y;
     const cpu_epilogue *ep;
     int64_t channels; /* per image */
+    bool avx2;        /* cpu_conv_dw_plane_avx2 may run */
 } dw_job;
 
 static void dw_run(void *user, int64_t begin, int64_t end) {
@@ -198,10 +200,26 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
     const cpu_conv_geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     int64_t KH = g->k[0], KW = g->k[1], sh = g->stride[0], sw = g->stride[1];
+    /* the vector plane kernel where it runs (one phase-row buffer per chunk) */
+    float *buf = NULL;
+    if (j->avx2 && KH * KW <= CPU_CONV_DW_MAX_TAPS)
+        buf = kiln_realloc_array(NULL, (size_t)cpu_conv_dw_scratch(g) + 16, sizeof(float));
     for (int64_t t = begin; t < end; t++) { /* t = image * channels + channel */
         int64_t c = t % j->channels;
         const float *xc = j->x + t * H * W, *wc = j->w + c * KH * KW;
         float *yc = j->y + t * OH * OW;
+        if (buf) {
+            /* bias and ReLU/Clip in the kernel's registers; anything else after the plane */
+            const cpu_epilogue *ep = j->ep;
+            bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||
+                                           ep->act.kind == CPU_ACT_CLIP);
+            float bias = inreg && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias[t] : 0.f;
+            bool relu = inreg && ep->act.kind == CPU_ACT_RELU, clip = inreg && ep->act.kind == CPU_ACT_CLIP;
+            cpu_conv_dw_plane_avx2(g, xc, wc, yc, buf, bias, relu, clip ? ep->act.a : -INFINITY,
+                                   clip ? ep->act.b : INFINITY);
+            if (!inreg) cpu_epilogue_apply(ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
+            continue;
+        }
         memset(yc, 0, sizeof(float) * (size_t)(OH * OW));
         for (int64_t kw = 0; kw < KW; kw++) {
             int64_t woff = kw * g->dil[1] - g->pad0[1];
@@ -226,6 +244,7 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
         /* bias/residual/activation for this channel: rows are (image, channel) planes */
         cpu_epilogue_apply(j->ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
     }
+    free(buf);
 }
 
 /* ---- Conv ---------------------------------------------------------------------------- */
@@ -352,7 +371,7 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
             cpu_epilogue e = ep;
             if (e.residual) e.residual += n * M * OS;
             e.ld_res = OS;
-            dw_job j = {&g, X + n * C * IS, Wt, Y + n * M * OS, &e, C};
+            dw_job j = {&g, X + n * C * IS, Wt, Y + n * M * OS, &e, C, cpu_gemm_packed_supported()};
             cpu_parallel_for(ctx->pool, C, 1, dw_run, &j);
         }
         return KILN_OK;

@@ -11,6 +11,7 @@
 #ifndef KILN_BACKENDS_CPU_CPU_CONV_H
 #define KILN_BACKENDS_CPU_CPU_CONV_H
 
+#include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_kernel.h"
 
 #define CPU_CONV_TACTIC_GEMM "conv_im2col_gemm"
@@ -26,5 +27,15 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
                                   rt_value *outputs, int32_t n_out);
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
+
+/* Depthwise 2-D conv of one channel plane (cpu_conv_dw_avx2.c): y [OH, OW] from x [H, W]
+ * and w [KH, KW], plus bias, then ReLU (relu) or the clamp to [lo, hi] (Clip; none:
+ * -inf, +inf), in registers, with the NaN behaviour of the ReLU and Clip ops; other
+ * epilogues are the caller's. buf holds cpu_conv_dw_scratch(g) floats. AVX2 + FMA only,
+ * and at most CPU_CONV_DW_MAX_TAPS taps. */
+#define CPU_CONV_DW_MAX_TAPS 64
+int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g);
+void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float *w, float *y, float *buf, float bias,
+                            bool relu, float lo, float hi);
 
 #endif

@@ -6,11 +6,12 @@
  * per node; engines and tests run on machines without a GPU): the thirds are copied into
  * three contiguous [B, S, H*D] tensors and the ONNX Attention kernel (cpu_attention.c)
  * does the rest, with the node's own q_num_heads/kv_num_heads/scale/is_causal attributes
- * (the same names and meaning). The copies cost one pass over qkv, which is cheap next to
- * the attention itself; the CPU session never runs merge_qkv for speed.
+ * (the same names and meaning). For float32 the fused kernel (cpu_attention_fast.h)
+ * reads the thirds in place instead (cpu_attention_rows): no copies.
  */
 #include <string.h>
 
+#include "backends/cpu/cpu_attention_fast.h"
 #include "backends/cpu/cpu_kernel.h"
 
 kiln_status cpu_qkv_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
@@ -26,6 +27,24 @@ kiln_status cpu_qkv_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs
     int64_t hd = x->dims[2] / 3, rows = x->dims[0] * x->dims[1];
     size_t es = x->dtype == KILN_DTYPE_FLOAT ? 4 : 2, row_bytes = (size_t)hd * es;
     int64_t dims[3] = {x->dims[0], x->dims[1], hd};
+    if (x->dtype == KILN_DTYPE_FLOAT && x->count) {
+        /* float32: the fused kernel reads the thirds in place (views, rows 3*H*D apart) */
+        rt_value view[3];
+        for (int i = 0; i < 3; i++) {
+            memset(&view[i], 0, sizeof view[i]);
+            view[i].kind = IR_TYPE_TENSOR;
+            rt_tensor *t = &view[i].t;
+            t->dtype = KILN_DTYPE_FLOAT;
+            t->rank = 3;
+            memcpy(t->dims, dims, sizeof dims);
+            t->count = (uint64_t)(rows * hd);
+            t->nbytes = t->count * 4;
+            t->data = (float *)x->data + i * hd;
+        }
+        const rt_value *ins[4] = {&view[0], &view[1], &view[2], n_in > 1 ? inputs[1] : NULL};
+        kiln_status st = cpu_attention_rows(ctx, ins, 4, outputs, n_out, 3 * hd);
+        if (st != KILN_ERR_UNSUPPORTED) return st;
+    }
     rt_value part[3];
     for (int i = 0; i < 3; i++) rt_value_init(&part[i]);
     kiln_status st = KILN_OK;

@@ -10,8 +10,8 @@
  *     y   = kiln.QkvAttention(qkv[, mask])
  * QkvAttention (domain "kiln", ir/ops/ops_qkv_attention.c) is ONNX Attention reading Q,
  * K and V as the three thirds of qkv: the CUDA kernel reads them in place through row
- * strides (cuda_attention.c), the CPU kernel copies them out and runs Attention
- * (cpu_qkv_attention.c). The attributes q_num_heads, kv_num_heads, scale and is_causal
+ * strides (cuda_attention.c), and so does the CPU's fused float32 kernel
+ * (cpu_qkv_attention.c, cpu_attention_rows; other cases copy them out and run Attention). The attributes q_num_heads, kv_num_heads, scale and is_causal
  * are kept as they are.
  *
  * Conditions (anything else is left alone): the Attention node has 3 or 4 inputs and one
@@ -22,9 +22,9 @@
  * constants [N]). The merged MatMul takes the place of the first of the three (x and the
  * constants exist before it), so the node order stays topological.
  *
- * Device-only, like fuse_attention: the session and the builder run it for the CUDA
- * backend (on the CPU the copies would only cost time). The old weights stay in the graph
- * unread (the device uploads only what nodes read).
+ * Like fuse_attention, not in the default passes: the backends' structural passes run it
+ * (build_run_device_passes, build_run_host_passes) after the attention fusion. The old
+ * weights stay in the graph unread until pass_drop_unread_initializers removes them.
  */
 #include <stdlib.h>
 #include <string.h>

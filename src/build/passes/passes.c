@@ -63,18 +63,22 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
     return st;
 }
 
+void build_infer_types_quiet(ir_model *model) {
+    diag_list dl;
+    diag_list_init(&dl);
+    kiln_error ie = {0};
+    (void)ir_infer(model, NULL, &dl, &ie);
+    kiln_err_clear(&ie);
+    diag_list_free(&dl);
+}
+
 kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err) {
     if (!model || !model->graph) return KILN_OK;
     kiln_status st = KILN_OK;
     if (!getenv("KILN_NO_FUSE_ATTENTION")) {
-        /* the attention match reads value types; problems are not this pass's to report */
-        diag_list dl;
-        diag_list_init(&dl);
-        kiln_error ie = {0};
-        (void)ir_infer(model, NULL, &dl, &ie);
-        kiln_err_clear(&ie);
-        diag_list_free(&dl);
+        build_infer_types_quiet(model); /* the attention match reads value types */
         st = build_pass_fuse_attention(model, NULL, stats, err);
+        if (st == KILN_OK && !getenv("KILN_NO_MERGE_QKV")) st = build_pass_merge_qkv(model, NULL, stats, err);
     }
     if (st == KILN_OK && !getenv("KILN_NO_FOLD_SCALE")) st = build_pass_fold_scale(model, NULL, stats, err);
     if (st == KILN_OK) st = pass_drop_unread_initializers(model->graph, NULL, err);

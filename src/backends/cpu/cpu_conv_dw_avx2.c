@@ -1,0 +1,122 @@
+/* cpu_conv_dw_avx2.c - depthwise 2-D convolution of one channel plane, AVX2 + FMA
+ * (cpu_conv.h: cpu_conv_dw_plane_avx2; cpu_conv.c runs it per (image, channel) task).
+ *
+ * Each input row is first copied into its stride phases with the horizontal padding
+ * written in: phase p of row ih holds xpad(ih, j*s + p), xpad the row with pad_l zeros in
+ * front. Kernel tap kw then reads phase (kw*d) % s at offset (kw*d) / s, a contiguous run,
+ * so an output row is KH*KW broadcast-FMAs per 8 outputs over unaligned loads: no gathers,
+ * no bounds checks. Rows above or below the image contribute nothing and are skipped.
+ * MobileNetV2's depthwise 3x3 convs (stride 1 and 2) ran through a scalar loop at 16-36%
+ * of ONNX Runtime's speed (3x3/1 over 384 channels at 14x14: 1.96 ms against 0.37).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_conv.h"
+
+/* lane_mask + 8 - n: n leading -1s, then 0s (a maskstore of the first n lanes) */
+static const int32_t lane_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* d[j] = xr[j*s + q] for j < L, 0 where that is outside [0, W): one stride phase of a
+ * padded row. Stride 1 is a copy, stride 2 takes the even lanes of 16 floats per vector;
+ * the edges (and other strides) go one float at a time. */
+static void phase_row(const float *xr, int64_t W, int64_t q, int64_t s, float *d, int64_t L) {
+    int64_t j0 = q >= 0 ? 0 : (-q + s - 1) / s;       /* first j with j*s + q >= 0 */
+    int64_t j1 = W - q <= 0 ? 0 : (W - q + s - 1) / s; /* first j with j*s + q >= W */
+    if (j0 > L) j0 = L;
+    if (j1 > L) j1 = L;
+    if (j1 < j0) j1 = j0;
+    /* plain loops, not memset/memcpy calls: rows are 7-112 floats, the padding 1-2 */
+    for (int64_t i = 0; i < j0; i++) d[i] = 0.f;
+    int64_t j = j0;
+    if (s == 1)
+        for (; j + 8 <= j1; j += 8) _mm256_storeu_ps(d + j, _mm256_loadu_ps(xr + j + q));
+    else if (s == 2)
+        for (; j + 8 <= j1 && 2 * j + q + 16 <= W; j += 8) {
+            __m256 a = _mm256_loadu_ps(xr + 2 * j + q), b = _mm256_loadu_ps(xr + 2 * j + q + 8);
+            __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+            _mm256_storeu_ps(d + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+        }
+    for (; j < j1; j++) d[j] = xr[j * s + q];
+    for (j = j1; j < L; j++) d[j] = 0.f;
+}
+
+int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g) {
+    int64_t s = g->stride[1], span = ((g->k[1] - 1) * g->dil[1]) / s;
+    /* per input row: s phases of OW + span + 8 floats (the 8: a whole last vector) */
+    return g->in[0] * s * (g->out[1] + span + 8);
+}
+
+/* v + bias, then ReLU (max with 0: NaN -> 0, as the ReLU op) or the clamp to [lo, hi]
+ * (operands ordered so a NaN v stays NaN, as the Clip op) */
+static inline __m256 dw_out(__m256 v, __m256 vb, bool relu, __m256 vlo, __m256 vhi) {
+    v = _mm256_add_ps(v, vb);
+    return relu ? _mm256_max_ps(v, _mm256_setzero_ps()) : _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+}
+
+void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float *w, float *y, float *buf, float bias,
+                            bool relu, float lo, float hi) {
+    const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    int64_t KH = g->k[0], KW = g->k[1], sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1];
+    int64_t span = ((KW - 1) * dw) / sw, L = OW + span + 8, row = sw * L;
+    /* phase-split, padded copy of every input row */
+    for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t p = 0; p < sw; p++) phase_row(x + ih * W, W, p - g->pad0[1], sw, buf + ih * row + p * L, L);
+    /* where tap kw reads in an input row's phase rows (divisions once, not per row) */
+    int64_t kw_off[CPU_CONV_DW_MAX_TAPS];
+    for (int64_t kw = 0; kw < KW; kw++) kw_off[kw] = ((kw * dw) % sw) * L + (kw * dw) / sw;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        float *yr = y + oh * OW;
+        /* the taps of this output row: input rows inside the image only */
+        const float *src[CPU_CONV_DW_MAX_TAPS];
+        float wt[CPU_CONV_DW_MAX_TAPS];
+        int nt = 0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            int64_t ih = oh * sh - g->pad0[0] + kh * dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                src[nt] = buf + ih * row + kw_off[kw];
+                wt[nt] = w[kh * KW + kw];
+                nt++;
+            }
+        }
+        int64_t ow = 0;
+        /* taps alternate between two accumulators per vector: one chain of KH*KW dependent
+         * FMAs per vector made the 14- and 7-wide rows latency-bound */
+        for (; ow + 16 <= OW; ow += 16) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b0 = a0, b1 = a0;
+            int i = 0;
+            for (; i + 2 <= nt; i += 2) {
+                __m256 wv = _mm256_set1_ps(wt[i]), wu = _mm256_set1_ps(wt[i + 1]);
+                a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[i] + ow), a0);
+                a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[i] + ow + 8), a1);
+                b0 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(src[i + 1] + ow), b0);
+                b1 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(src[i + 1] + ow + 8), b1);
+            }
+            if (i < nt) {
+                __m256 wv = _mm256_set1_ps(wt[i]);
+                a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[i] + ow), a0);
+                a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[i] + ow + 8), a1);
+            }
+            _mm256_storeu_ps(yr + ow, dw_out(_mm256_add_ps(a0, b0), vb, relu, vlo, vhi));
+            _mm256_storeu_ps(yr + ow + 8, dw_out(_mm256_add_ps(a1, b1), vb, relu, vlo, vhi));
+        }
+        for (; ow < OW; ow += 8) { /* the phase rows have 8 floats of slack: read a whole vector */
+            __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0;
+            int i = 0;
+            for (; i + 3 <= nt; i += 3) {
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[i]), _mm256_loadu_ps(src[i] + ow), a0);
+                b0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[i + 1]), _mm256_loadu_ps(src[i + 1] + ow), b0);
+                c0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[i + 2]), _mm256_loadu_ps(src[i + 2] + ow), c0);
+            }
+            for (; i < nt; i++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[i]), _mm256_loadu_ps(src[i] + ow), a0);
+            a0 = _mm256_add_ps(a0, _mm256_add_ps(b0, c0));
+            /* lanes [0, OW - ow) of the store: the mask is the window of -1s ending at lane 7 of
+             * `ones` shifted by the count (small planes, 14 and 7 wide, end every row here) */
+            int64_t n = OW - ow < 8 ? OW - ow : 8;
+            __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - n));
+            _mm256_maskstore_ps(yr + ow, mask, dw_out(a0, vb, relu, vlo, vhi));
+        }
+    }
+}
