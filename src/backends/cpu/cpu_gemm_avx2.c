@@ -294,7 +294,7 @@ static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool
             v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
         }
     }
-    if (nt && ((uintptr_t)c & 31) == 0) { /* streaming: run_panels' small-K order says why */
+    if (nt && ((uintptr_t)c & 31) == 0) { /* streaming stores: local_task says why */
         _mm256_stream_ps(c, v0);
         _mm256_stream_ps(c + 8, v1);
         return;
@@ -673,7 +673,7 @@ typedef struct tile_args {
     bool has_ep, fusable, use512;
     float *tile;  /* 6x16 scratch for edge tiles */
     bool m_outer; /* small K: A panels outermost (run_panels) */
-    bool nt;      /* with m_outer: full tiles stored non-temporally */
+    bool nt;      /* full tiles of a single k-block stored non-temporally (local_task) */
 } tile_args;
 
 static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, const cpu_epilogue *ep, float *tile) {
@@ -740,8 +740,8 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                 gemm_tile_pair(kc, abase + mp * MR * kc, b, t->tile, mr, t->C, t->ldc, m0, n0, first, last, t->ep,
                                t->has_ep, t->fusable);
             else
-                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
-                          t->has_ep, t->fusable);
+                gemm_tile_nt(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
+                             t->has_ep, t->fusable, t->nt && first && last);
         }
     }
 }
@@ -933,19 +933,21 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
-    /* K <= 64 (one k-block): the small-K tile order of run_panels, and with nt_ok
-     * non-temporal stores of C. K = 128 (ResNet-50's stage-2 conv3, 128 -> 512 at 28x28)
-     * measured no better either way (base vs this: 0 of 10 rounds won, +1% on minima with
-     * a clean flush; 4 of 10, +6% on medians with a dirty one), its 64 KiB B block no
-     * longer fitting L1 in this order, so it keeps the usual one. Why the
-     * streaming stores: ResNet-50's 56x56 1x1 convs write 0.8-3.2 MB of C per image, and
-     * inside the network the caches are full of dirty activations, so every C line read
-     * for ownership also costs a writeback; streamed, C goes out without being read. Its
-     * consumer (the next block's conv1 or the next conv3's residual) then reads it from
-     * memory, which its row-wise B packing and the residual prefetch cover. Measurements
-     * in docs/BENCHMARKS.md ("Session 5: small-K pointwise convs"). */
+    /* K <= 64: the small-K tile order of run_panels (one k-block). K = 128 (ResNet-50's
+     * stage-2 conv3, 128 -> 512 at 28x28) measured no better in it (base vs this: 0 of 10
+     * rounds won, +1% on minima with a clean flush; 4 of 10, +6% on medians with a dirty
+     * one), its 64 KiB B block no longer fitting L1 in this order.
+     * K <= 256 (one k-block) and nt_ok: non-temporal stores of C, in either order. Why:
+     * ResNet-50's 56x56 1x1 convs write 0.8-3.2 MB of C per image, and inside the network
+     * the caches are full of dirty activations, so every C line read for ownership also
+     * costs a writeback; streamed, C goes out without being read. Its consumer (the next
+     * block's conv1 or the next conv3's residual) then reads it from memory, which its
+     * row-wise B packing and the residual prefetch mostly cover (2-4% slower there).
+     * In the network, 1 thread, thread CPU time, 8 ABBA rounds: the 64 -> 256 convs
+     * -11..-15%, 64 -> 64 -10%; at K = 256 (256 -> 64, 256 -> 128 at 56x56) -1..-3% (5-8 of
+     * 8 rounds). docs/BENCHMARKS.md, "Session 5: small-K pointwise convs", has the rest. */
     t.m_outer = j->K <= 64;
-    t.nt = t.m_outer && j->nt_ok;
+    t.nt = j->nt_ok && j->K <= 256;
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         if (j->rows_b) pack_b_rows(j->rows_b, j->rows_ld, j->N, np0, np1, k0, kc, buf);
