@@ -134,10 +134,10 @@ static void run_shapes(cpu_threadpool *pool) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 3; pb++)
             for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
-    /* B packed by rows and C of at least 512 KiB: non-temporal stores of C (cpu_gemm_avx2.c,
-     * local_task), with K <= 64 in the small-K tile order, with K = 150 in the usual one;
-     * a partial last A panel, right-edge tiles, rows that are 32-byte aligned (N = 2736)
-     * and rows that are not. */
+    /* B packed by rows and C of at least 512 KiB (cpu_gemm_avx2.c, local_task): non-temporal
+     * stores of C with K = 64 in the small-K tile order and with K = 150 in the usual one,
+     * ordinary stores in the small-K order with K = 7; a partial last A panel, right-edge
+     * tiles, rows that are 32-byte aligned (N = 2736) and rows that are not. */
     static const int64_t small_k[][3] = {{46, 2853, 64}, {48, 2736, 64}, {13, 10007, 7}, {40, 3300, 150}};
     for (size_t s = 0; s < sizeof small_k / sizeof small_k[0]; s++)
         for (int e = 0; e < 6; e++) check_one(pool, small_k[s][0], small_k[s][1], small_k[s][2], 2, e);

@@ -936,8 +936,10 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
     /* K <= 64: the small-K tile order of run_panels (one k-block). K = 128 (ResNet-50's
      * stage-2 conv3, 128 -> 512 at 28x28) measured no better in it (base vs this: 0 of 10
      * rounds won, +1% on minima with a clean flush; 4 of 10, +6% on medians with a dirty
-     * one), its 64 KiB B block no longer fitting L1 in this order.
-     * K <= 256 (one k-block) and nt_ok: non-temporal stores of C, in either order. Why:
+     * one), its 64 KiB B block no longer fitting L1 in this order. MobileNetV2's K = 16-32
+     * convs at 112x112 gain from it too (in the network, 8 rounds: expand_1 16 -> 96
+     * 1.42 -> 1.32 ms and project_1 32 -> 16 0.31 -> 0.26 ms, faster in 8 of 8).
+     * 64 <= K <= 256 (one k-block) and nt_ok: non-temporal stores of C, in either order. Why:
      * ResNet-50's 56x56 1x1 convs write 0.8-3.2 MB of C per image, and inside the network
      * the caches are full of dirty activations, so every C line read for ownership also
      * costs a writeback; streamed, C goes out without being read. Its consumer (the next
@@ -945,9 +947,12 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
      * row-wise B packing and the residual prefetch mostly cover (2-4% slower there).
      * In the network, 1 thread, thread CPU time, 8 ABBA rounds: the 64 -> 256 convs
      * -11..-15%, 64 -> 64 -10%; at K = 256 (256 -> 64, 256 -> 128 at 56x56) -1..-3% (5-8 of
-     * 8 rounds). docs/BENCHMARKS.md, "Session 5: small-K pointwise convs", has the rest. */
+     * 8 rounds). Not below K = 64: a tile of 16 k-steps emits its 6 output lines 4x as
+     * often, and MobileNetV2's expand_1 (K = 16, 4.8 MB of C, read next by a depthwise
+     * conv) measured 14-25% slower on medians with streaming stores.
+     * docs/BENCHMARKS.md, "Session 5: small-K pointwise convs", has the rest. */
     t.m_outer = j->K <= 64;
-    t.nt = j->nt_ok && j->K <= 256;
+    t.nt = j->nt_ok && j->K >= 64 && j->K <= 256;
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
         if (j->rows_b) pack_b_rows(j->rows_b, j->rows_ld, j->N, np0, np1, k0, kc, buf);
