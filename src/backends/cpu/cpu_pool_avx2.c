@@ -58,19 +58,18 @@ static inline __m256 even16(const float *p) {
 void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
                         float *y) {
     int64_t ow = ow0;
-    if (s == 1) {
-        for (; ow + 8 <= ow1; ow += 8) {
-            const float *b = r + ow - p0;
-            __m256 a = _mm256_loadu_ps(b);
-            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(_mm256_loadu_ps(b + kw * d), a);
+    /* whole vectors, the last one shifted back to end at ow1 when the count is not a
+     * multiple of 8 (it recomputes a few outputs instead of a scalar tail: ResNet-50's 56
+     * interior columns left 7 per row to the scalar loop) */
+    if ((s == 1 || s == 2) && ow1 - ow0 >= 8) {
+        for (;;) {
+            if (ow + 8 > ow1) ow = ow1 - 8;
+            const float *b = r + s * ow - p0;
+            __m256 a = s == 1 ? _mm256_loadu_ps(b) : even16(b);
+            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(s == 1 ? _mm256_loadu_ps(b + kw * d) : even16(b + kw * d), a);
             _mm256_storeu_ps(y + ow, a);
-        }
-    } else if (s == 2) {
-        for (; ow + 8 <= ow1; ow += 8) {
-            const float *b = r + 2 * ow - p0;
-            __m256 a = even16(b);
-            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(even16(b + kw * d), a);
-            _mm256_storeu_ps(y + ow, a);
+            ow += 8;
+            if (ow >= ow1) break;
         }
     }
     for (; ow < ow1; ow++) {

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_avx2_util.h"
 #include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
@@ -156,27 +157,6 @@ typedef struct wg_plan {
 
 /* ---- 1. blocked, padded input ------------------------------------------------------------ */
 
-/* 8x8 transpose: r[i] holds channel i at 8 consecutive columns; afterwards r[j] holds
- * column j for the 8 channels. */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 /* One padded row hp of channel block cb of image n. */
 static void block_rows(void *user, int64_t r0, int64_t r1) {
     const wg_plan *p = user;
@@ -204,7 +184,7 @@ static void block_rows(void *user, int64_t r0, int64_t r1) {
             for (; wp + 8 <= wend; wp += 8) {
                 __m256 v[8];
                 for (int ci = 0; ci < 8; ci++) v[ci] = _mm256_loadu_ps(src[ci] + (wp - pl));
-                transpose8(v);
+                cpu_transpose8_ps(v); /* r[j]: column j of the 8 channels */
                 for (int j = 0; j < 8; j++) _mm256_store_ps(dst + (wp + j) * 8, v[j]);
             }
         for (; wp < wend; wp++)
