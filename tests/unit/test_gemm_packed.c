@@ -60,7 +60,10 @@ static void ref_gemm(int64_t M, int64_t N, int64_t K, const float *A, const floa
 
 static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int pack_b, int ep_kind) {
     float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M > N ? M : N), *res = rand_buf(M * N);
-    float *C = malloc((size_t)(M * N) * sizeof(float)), *R = malloc((size_t)(M * N) * sizeof(float));
+    /* C 64-byte aligned, as kiln's activations are: row starts then line up with cache lines
+     * whenever N is a multiple of 16 (the streaming-store path, cpu_gemm_avx2.c) */
+    size_t c_bytes = ((size_t)(M * N) * sizeof(float) + 63) / 64 * 64;
+    float *C = aligned_alloc(64, c_bytes), *R = malloc((size_t)(M * N) * sizeof(float));
     assert_non_null(C);
     assert_non_null(R);
     for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* C is write-only: garbage must not leak */
@@ -137,7 +140,7 @@ static void run_shapes(cpu_threadpool *pool) {
     /* B packed by rows and C of at least 512 KiB (cpu_gemm_avx2.c, local_task): non-temporal
      * stores of C with K = 64 in the small-K tile order and with K = 150 in the usual one,
      * ordinary stores in the small-K order with K = 7; a partial last A panel, right-edge
-     * tiles, rows that are 32-byte aligned (N = 2736) and rows that are not. */
+     * tiles, rows that all start a cache line (N = 2736) and rows that mostly do not. */
     static const int64_t small_k[][3] = {{46, 2853, 64}, {48, 2736, 64}, {13, 10007, 7}, {40, 3300, 150}};
     for (size_t s = 0; s < sizeof small_k / sizeof small_k[0]; s++)
         for (int e = 0; e < 6; e++) check_one(pool, small_k[s][0], small_k[s][1], small_k[s][2], 2, e);

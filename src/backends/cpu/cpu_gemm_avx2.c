@@ -294,7 +294,10 @@ static inline void row_out(float *c, __m256 v0, __m256 v1, bool accumulate, bool
             v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
         }
     }
-    if (nt && ((uintptr_t)c & 31) == 0) { /* streaming stores: local_task says why */
+    /* streaming stores (local_task says why) only where the 16 floats are one whole cache
+     * line: a line written half by them and half by an ordinary store (a neighbouring tile)
+     * would leave a partly filled write-combining buffer to be flushed piecemeal */
+    if (nt && ((uintptr_t)c & 63) == 0) {
         _mm256_stream_ps(c, v0);
         _mm256_stream_ps(c + 8, v1);
         return;
