@@ -947,7 +947,7 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
      * the caches are full of dirty activations, so every C line read for ownership also
      * costs a writeback; streamed, C goes out without being read. Its consumer (the next
      * block's conv1 or the next conv3's residual) then reads it from memory, which its
-     * row-wise B packing and the residual prefetch mostly cover (2-4% slower there).
+     * row-wise B packing and the residual prefetch mostly cover (2-5% slower there).
      * In the network, 1 thread, thread CPU time, 8 ABBA rounds: the 64 -> 256 convs
      * -11..-15%, 64 -> 64 -10%; at K = 256 (256 -> 64, 256 -> 128 at 56x56) -1..-3% (5-8 of
      * 8 rounds). Not below K = 64: a tile of 16 k-steps emits its 6 output lines 4x as
