@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_avx2_util.h"
 #include "backends/cpu/cpu_gelu_avx2.h"
 #include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_gemm_packed.h"
@@ -76,26 +77,6 @@ typedef struct pack_job {
     float *dst;
 } pack_job;
 
-/* In-register transpose of an 8x8 block: r[i] holds row i on entry, column i on exit. */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
-           t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
-           t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
-           t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 /* Packs a full 6-row panel slice: rows s[i*ld + k] (i < 6, k < kc) to d[k*6 + i], 8 k at a
  * time through an 8x8 register transpose (rows 6 and 7 zero). The scalar scatter it
  * replaces took ~5% of BERT's 128x768x768 projections (A is packed on every call). Lane
@@ -108,7 +89,7 @@ static void pack_a_panel_avx2(const float *s, int64_t ld, int64_t kc, float *d) 
         __m256 r[8];
         for (int i = 0; i < MR; i++) r[i] = _mm256_loadu_ps(s + i * ld + k);
         r[6] = r[7] = _mm256_setzero_ps();
-        transpose8(r);
+        cpu_transpose8_ps(r);
         float *o = d + k * MR;
         for (int i = 0; i < 7; i++) _mm256_storeu_ps(o + i * MR, r[i]);
         _mm256_maskstore_ps(o + 7 * MR, mask6, r[7]);
@@ -127,7 +108,7 @@ static void pack_bt_panel(const float *s, int64_t ld, int64_t rows, int64_t kc, 
             for (int half = 0; half < 2; half++) {
                 __m256 r[8];
                 for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + (half * 8 + i) * ld + k);
-                transpose8(r);
+                cpu_transpose8_ps(r);
                 for (int i = 0; i < 8; i++) _mm256_store_ps(d + (k + i) * NR + half * 8, r[i]);
             }
     for (; k < kc; k++)
@@ -645,10 +626,11 @@ static inline void prefetch_for_write(const char *p) { __asm__ volatile("prefetc
  * tiles write rows a whole output row apart (12.5 KB in a 56x56 conv), which no hardware
  * prefetcher follows, and each store of a tile waited for its line to be read for
  * ownership from memory. ResNet-50, batch 8, 1 thread, in the network (kiln exec, one
- * engine, 6 ABBA rounds of 2 inferences, per-class sums of layer medians): 818.7 ->
- * 712.1 ms with both prefetches (faster in 6 of 6), pointwise convs 451 -> 386 ms; C
- * alone gave most of it, the residual alone nothing measurable, both a little more than
- * C alone (pointwise faster in 5 of 6). 2 and 8 tiles ahead measured the same as 4. A
+ * engine, two binaries with and without the prefetch, 6 ABBA rounds of 2 inferences,
+ * per-class sums of layer medians): 773.2 -> 716.3 ms (faster in 5 of 6), pointwise convs
+ * 420.7 -> 386.9 ms; with the order reversed 897.7 -> 818.1 ms (5 of 6), 486.9 -> 446.8.
+ * The output prefetch gave most of it, the residual one alone nothing measurable (an
+ * environment-switch A/B). 2 and 8 tiles ahead measured the same as 4. A
  * plain prefetcht0 of the same lines (session 4) gained nothing, presumably because a
  * line fetched for reading still needs its ownership request when the store comes. */
 static inline void prefetch_tile_out(const float *C, int64_t ldc, const float *res, int64_t ld_res, int64_t M,
