@@ -22,9 +22,9 @@
  * constants [N]). The merged MatMul takes the place of the first of the three (x and the
  * constants exist before it), so the node order stays topological.
  *
- * Like fuse_attention, not in the default passes: the backends' structural passes run it
- * (build_run_device_passes, build_run_host_passes) after the attention fusion. The old
- * weights stay in the graph unread until pass_drop_unread_initializers removes them.
+ * Device-only: build_run_device_passes runs it after the attention fusion (on the CPU
+ * one merged GEMM measured no faster than three, build_run_host_passes). The old weights
+ * stay in the graph unread until pass_drop_unread_initializers removes them.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -72,8 +72,8 @@ kiln_status build_pass_fuse_attention(ir_model *model, const build_pass_options 
                                       kiln_error *err);
 
 /* Q/K/V projections of an Attention node -> one MatMul with concatenated weights and a
- * kiln.QkvAttention reading the packed result (merge_qkv.c). Run by the device and host
- * structural passes. */
+ * kiln.QkvAttention reading the packed result (merge_qkv.c). Device backends only (on
+ * the CPU it measured no faster). */
 kiln_status build_pass_merge_qkv(ir_model *model, const build_pass_options *opts, build_pass_stats *stats,
                                  kiln_error *err);
 /* The structural passes for a device backend with fused attention kernels, in order:
@@ -84,9 +84,7 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
 
 /* The host (CPU) backend's structural passes, after build_run_passes: attention blocks ->
  * one Attention node (the CPU runs it fused, cpu_attention_fast.h; KILN_NO_FUSE_ATTENTION=1
- * keeps the MatMul/Softmax graph) whose Q/K/V projections become one GEMM feeding kiln's
- * QkvAttention (merge_qkv.c; KILN_NO_MERGE_QKV=1 skips it), then the power-of-two scale
- * of any attention left
+ * keeps the MatMul/Softmax graph), then the power-of-two scale of any attention left
  * unfused into its Q weights (fold_scale.c; KILN_NO_FOLD_SCALE=1 skips it). Infers types
  * first (the attention match needs them). Run by the session for host backends and by
  * the builder for cpu engines, so both execute the same graph. stats may be NULL. */
