@@ -3,7 +3,8 @@
  * merged-Q/K/V ([B, S, 3*H*D]) layouts, grouped-query heads, causal, float masks
  * (per batch, per query row, narrower than the keys), bool masks, a fully masked row
  * (zeros), more queries than one 128-row block, key lengths and head sizes that are not
- * multiples of the 8/16-wide tiles, Dq != Dv, on 1 and 3 pool threads. Also the
+ * multiples of the 8/16-wide tiles, Dq != Dv, keys long enough that the per-thread score
+ * block is capped (fewer query rows per item), on 1 and 3 pool threads. Also the
  * transposed-B inline GEMM it is built on (cpu_sgemm_inline_bt). Skips (with a printed
  * reason) without AVX2+FMA.
  */
@@ -163,6 +164,7 @@ static void test_fused_attention_matches_reference(void **state) {
         {2, 2, 2, 12, 19, 12, 12, LAYOUT_4D, MASK_BOOL, true},       /* bool mask and causal */
         {1, 2, 2, 6, 10, 8, 8, LAYOUT_3D, MASK_ROW_DEAD, false},     /* a fully masked row */
         {1, 1, 1, 1, 1, 1, 1, LAYOUT_4D, MASK_NONE, false},          /* one of everything */
+        {1, 1, 1, 40, 120000, 4, 4, LAYOUT_3D, MASK_NONE, false},    /* long keys: capped query blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 1; threads <= 3; threads += 2) {

@@ -28,6 +28,9 @@
 #include "core/alloc.h"
 
 #define QBLOCK 128 /* query rows per item: the 6x16 kernel's A panels of one block stay in L2 */
+/* Score block cap per worker (16 MiB): long key sequences get fewer query rows per item,
+ * so a 1M-key attention needs 4 rows x 1M floats per thread, not 128 x 1M (512 MiB). */
+#define SCORE_CAP_FLOATS (1 << 22)
 
 typedef struct att_fast_job {
     const cpu_att_problem *p;
@@ -135,6 +138,10 @@ kiln_status cpu_attention_fast(cpu_threadpool *pool, const cpu_att_problem *p, k
     if (p->B <= 0 || p->Hq <= 0 || p->S <= 0) return KILN_OK;
     int64_t n_qb = (p->S + QBLOCK - 1) / QBLOCK;
     int64_t qb = (p->S + n_qb - 1) / n_qb;
+    if (qb * p->T > SCORE_CAP_FLOATS) {
+        qb = SCORE_CAP_FLOATS / p->T > 0 ? SCORE_CAP_FLOATS / p->T : 1;
+        n_qb = (p->S + qb - 1) / qb;
+    }
     int64_t g1 = cpu_sgemm_inline_scratch(qb, p->T, p->Dq), g2 = cpu_sgemm_inline_scratch(qb, p->Dv, p->T);
     uint64_t items, scores;
     if (g1 < 0 || g2 < 0 || kiln_mul_overflow_u64((uint64_t)(p->B * p->Hq), (uint64_t)n_qb, &items) ||
