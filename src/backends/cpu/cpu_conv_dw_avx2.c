@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_avx2_util.h"
 #include "backends/cpu/cpu_conv.h"
 
 /* lane_mask + 8 - n: n leading -1s, then 0s (a maskstore of the first n lanes) */
@@ -31,12 +32,10 @@ static void phase_row(const float *xr, int64_t W, int64_t q, int64_t s, float *d
     int64_t j = j0;
     if (s == 1)
         for (; j + 8 <= j1; j += 8) _mm256_storeu_ps(d + j, _mm256_loadu_ps(xr + j + q));
-    else if (s == 2)
-        for (; j + 8 <= j1 && 2 * j + q + 16 <= W; j += 8) {
-            __m256 a = _mm256_loadu_ps(xr + 2 * j + q), b = _mm256_loadu_ps(xr + 2 * j + q + 8);
-            __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-            _mm256_storeu_ps(d + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
-        }
+    else if (s == 2) {
+        cpu_extract_even(xr + 2 * j0 + q, j1 - j0, d + j0, xr + W, false);
+        j = j1;
+    }
     for (; j < j1; j++) d[j] = xr[j * s + q];
     for (j = j1; j < L; j++) d[j] = 0.f;
 }
@@ -112,8 +111,8 @@ void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float 
             }
             for (; i < nt; i++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[i]), _mm256_loadu_ps(src[i] + ow), a0);
             a0 = _mm256_add_ps(a0, _mm256_add_ps(b0, c0));
-            /* lanes [0, OW - ow) of the store: the mask is the window of -1s ending at lane 7 of
-             * `ones` shifted by the count (small planes, 14 and 7 wide, end every row here) */
+            /* lanes [0, OW - ow) of the store, masked (lane_mask): small planes, 14 and 7 wide,
+             * end every row here */
             int64_t n = OW - ow < 8 ? OW - ow : 8;
             __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - n));
             _mm256_maskstore_ps(yr + ow, mask, dw_out(a0, vb, relu, vlo, vhi));

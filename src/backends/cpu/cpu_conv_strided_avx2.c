@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_avx2_util.h"
 #include "backends/cpu/cpu_conv_strided.h"
 
 bool cpu_conv_phase_plan(const cpu_conv_geom *g, cpu_conv_phase *ph) {
@@ -49,20 +50,6 @@ bool cpu_conv_phase_plan(const cpu_conv_geom *g, cpu_conv_phase *ph) {
     for (int64_t kh = 0; kh < KH; kh++) ph->yoff[kh] = yi[kh] * ph->nx * ph->plane + ((kh * dh) / sh) * ph->W2;
     for (int64_t kw = 0; kw < KW; kw++) ph->xoff[kw] = xi[kw] * ph->plane + (kw * dw) / sw;
     return true;
-}
-
-/* dst[t] = src[2t] for t < n, 8 at a time. A vector step reads src[2t .. 2t+15], so it
- * runs only while that ends before src_lim; when dst_slack it may also write up to 7
- * floats past dst[n-1] (the caller overwrites them later), which turns the rows of 7-28
- * outputs of ResNet's 14x14-56x56 inputs from mostly scalar tails into whole vectors. */
-static void extract_s2(const float *src, int64_t n, float *dst, const float *src_lim, bool dst_slack) {
-    int64_t t = 0;
-    for (; t < n && (t + 8 <= n || dst_slack) && src + 2 * t + 16 <= src_lim; t += 8) {
-        __m256 v0 = _mm256_loadu_ps(src + 2 * t), v1 = _mm256_loadu_ps(src + 2 * t + 8);
-        __m256 e = _mm256_shuffle_ps(v0, v1, 0x88); /* [0 2 8 10 | 4 6 12 14] */
-        _mm256_storeu_ps(dst + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-    }
-    for (; t < n; t++) dst[t] = src[2 * t];
 }
 
 typedef struct build_job {
@@ -100,7 +87,7 @@ static void build_run(void *user, int64_t i0, int64_t i1) {
             for (int64_t t = 0; t < jlo; t++) d[t] = 0.f;
             /* rows are written in order, so all but a plane's last may spill into the next */
             if (sw == 1) memcpy(d + jlo, src, (size_t)(jhi - jlo) * sizeof(float));
-            else if (sw == 2) extract_s2(src, jhi - jlo, d + jlo, xc + H * W, i + 1 < H2);
+            else if (sw == 2) cpu_extract_even(src, jhi - jlo, d + jlo, xc + H * W, i + 1 < H2);
             else
                 for (int64_t t = 0; t < jhi - jlo; t++) d[jlo + t] = src[t * sw];
             for (int64_t t = jhi; t < W2; t++) d[t] = 0.f;

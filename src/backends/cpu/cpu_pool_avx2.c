@@ -9,6 +9,7 @@
  */
 #include <immintrin.h>
 
+#include "backends/cpu/cpu_avx2_util.h"
 #include "backends/cpu/cpu_pool.h"
 
 /* max(v, acc) that propagates NaN from either side: _mm256_max_ps(v, acc) returns acc
@@ -47,14 +48,6 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
     }
 }
 
-/* even elements of the 16 floats at p: p[0], p[2], ..., p[14] */
-static inline __m256 even16(const float *p) {
-    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-    /* [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] */
-    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-
 void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
                         float *y) {
     int64_t ow = ow0;
@@ -65,8 +58,8 @@ void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int
         for (;;) {
             if (ow + 8 > ow1) ow = ow1 - 8;
             const float *b = r + s * ow - p0;
-            __m256 a = s == 1 ? _mm256_loadu_ps(b) : even16(b);
-            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(s == 1 ? _mm256_loadu_ps(b + kw * d) : even16(b + kw * d), a);
+            __m256 a = s == 1 ? _mm256_loadu_ps(b) : cpu_even16_ps(b);
+            for (int64_t kw = 1; kw < k; kw++) a = vmaxn(s == 1 ? _mm256_loadu_ps(b + kw * d) : cpu_even16_ps(b + kw * d), a);
             _mm256_storeu_ps(y + ow, a);
             ow += 8;
             if (ow >= ow1) break;
