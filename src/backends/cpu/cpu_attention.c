@@ -302,12 +302,13 @@ static kiln_status attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
         for (int64_t b = 0; b < j.B; b++) nonpad[b] = cpu_load_i64(tnp->data, tnp->dtype, (uint64_t)b);
         j.nonpad = nonpad;
     }
-    if (row_stride && (j.rank != 3 || !att_fast_applies(ctx, &j, tq, tpk, n_out))) {
+    bool fast = att_fast_applies(ctx, &j, tq, tpk, n_out);
+    if (row_stride && (j.rank != 3 || !fast)) {
         st = KILN_ERR_UNSUPPORTED;
         goto done;
     }
     /* the common case (no KV cache, no extra outputs) through the fused GEMM kernel */
-    if (att_fast_applies(ctx, &j, tq, tpk, n_out)) {
+    if (fast) {
         int64_t yd4f[4] = {j.B, j.Hq, j.S, j.Dv}, yd3f[3] = {j.B, j.S, j.Hq * j.Dv};
         rt_tensor *y = rt_value_as_tensor(&outputs[0]);
         st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, j.rank, j.rank == 4 ? yd4f : yd3f, ctx->err);

@@ -204,17 +204,17 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
     float *buf = NULL;
     if (j->avx2 && KH * KW <= CPU_CONV_DW_MAX_TAPS)
         buf = kiln_realloc_array(NULL, (size_t)cpu_conv_dw_scratch(g) + 16, sizeof(float));
+    /* with it, bias and ReLU/Clip go in the kernel's registers; anything else after the plane */
+    const cpu_epilogue *ep = j->ep;
+    bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||
+                                   ep->act.kind == CPU_ACT_CLIP);
+    bool relu = inreg && ep->act.kind == CPU_ACT_RELU, clip = inreg && ep->act.kind == CPU_ACT_CLIP;
     for (int64_t t = begin; t < end; t++) { /* t = image * channels + channel */
         int64_t c = t % j->channels;
         const float *xc = j->x + t * H * W, *wc = j->w + c * KH * KW;
         float *yc = j->y + t * OH * OW;
         if (buf) {
-            /* bias and ReLU/Clip in the kernel's registers; anything else after the plane */
-            const cpu_epilogue *ep = j->ep;
-            bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||
-                                           ep->act.kind == CPU_ACT_CLIP);
             float bias = inreg && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias[t] : 0.f;
-            bool relu = inreg && ep->act.kind == CPU_ACT_RELU, clip = inreg && ep->act.kind == CPU_ACT_CLIP;
             cpu_conv_dw_plane_avx2(g, xc, wc, yc, buf, bias, relu, clip ? ep->act.a : -INFINITY,
                                    clip ? ep->act.b : INFINITY);
             if (!inreg) cpu_epilogue_apply(ep, j->y, OH * OW, t, t + 1, 0, OH * OW);

@@ -541,9 +541,9 @@ typedef struct gemm_task_job {
 /* One 6x16 output tile of a k-block: a full tile is stored by the kernel itself (with the
  * epilogue when its activation is fusable, the rest applied after); edge tiles go through
  * `tile` and store_tile. first/last: whether this is the first/last k-block. */
-static inline void gemm_tile_nt(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
-                                int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
-                                bool has_ep, bool fusable, bool nt) {
+static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
+                             int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
+                             bool has_ep, bool fusable, bool nt) {
     if (mr == MR && nr == NR) {
         kernel_6x16(kc, a, b, NULL, C, ldc, m0, n0, !first, last && fusable, ep, nt);
         if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + NR);
@@ -553,12 +553,6 @@ static inline void gemm_tile_nt(int64_t kc, const float *a, const float *b, floa
         else kernel_6x16(kc, a, b, tile, NULL, 0, 0, 0, false, false, NULL, false);
         store_tile(tile, mr, nr, C, ldc, m0, n0, !first, last, ep);
     }
-}
-
-static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *tile, int mr, int nr, float *C,
-                             int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
-                             bool has_ep, bool fusable) {
-    gemm_tile_nt(kc, a, b, tile, mr, nr, C, ldc, m0, n0, first, last, ep, has_ep, fusable, false);
 }
 
 bool cpu_gemm_avx512_usable(void) {
@@ -577,8 +571,8 @@ static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b, fl
                                   int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
                                   bool has_ep, bool fusable) {
     if (mr != MR) {
-        gemm_tile(kc, a, b, tile, mr, NR, C, ldc, m0, n0, first, last, ep, has_ep, fusable);
-        gemm_tile(kc, a, b + NR * kc, tile, mr, NR, C, ldc, m0, n0 + NR, first, last, ep, has_ep, fusable);
+        gemm_tile(kc, a, b, tile, mr, NR, C, ldc, m0, n0, first, last, ep, has_ep, fusable, false);
+        gemm_tile(kc, a, b + NR * kc, tile, mr, NR, C, ldc, m0, n0 + NR, first, last, ep, has_ep, fusable, false);
         return;
     }
     cpu_gemm_kernel_6x32_avx512(kc, a, b, b + NR * kc, C, ldc, m0, n0, !first, last && fusable, ep);
@@ -696,7 +690,7 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                 int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
                 if ((pf_c || pf_res) && mp + 1 < mp1)
                     prefetch_tile_out(pf_c, t->ldc, pf_res, ld_res, t->M, m0 + MR, n0, nr);
-                gemm_tile_nt(kc, abase + mp * MR * kc, bpanels + (np - np0) * NR * kc, t->tile, mr, nr, t->C,
+                gemm_tile(kc, abase + mp * MR * kc, bpanels + (np - np0) * NR * kc, t->tile, mr, nr, t->C,
                              t->ldc, m0, n0, first, last, t->ep, t->has_ep, t->fusable, t->nt);
             }
         }
@@ -725,7 +719,7 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                 gemm_tile_pair(kc, abase + mp * MR * kc, b, t->tile, mr, t->C, t->ldc, m0, n0, first, last, t->ep,
                                t->has_ep, t->fusable);
             else
-                gemm_tile_nt(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
+                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
                              t->has_ep, t->fusable, t->nt && first && last);
         }
     }

@@ -31,15 +31,8 @@ kiln_status cpu_qkv_attention(cpu_kernel_ctx *ctx, const rt_value *const *inputs
         /* float32: the fused kernel reads the thirds in place (views, rows 3*H*D apart) */
         rt_value view[3];
         for (int i = 0; i < 3; i++) {
-            memset(&view[i], 0, sizeof view[i]);
-            view[i].kind = IR_TYPE_TENSOR;
-            rt_tensor *t = &view[i].t;
-            t->dtype = KILN_DTYPE_FLOAT;
-            t->rank = 3;
-            memcpy(t->dims, dims, sizeof dims);
-            t->count = (uint64_t)(rows * hd);
-            t->nbytes = t->count * 4;
-            t->data = (float *)x->data + i * hd;
+            rt_value_init(&view[i]);
+            rt_tensor_borrow(rt_value_as_tensor(&view[i]), KILN_DTYPE_FLOAT, 3, dims, (const float *)x->data + i * hd);
         }
         const rt_value *ins[4] = {&view[0], &view[1], &view[2], n_in > 1 ? inputs[1] : NULL};
         kiln_status st = cpu_attention_rows(ctx, ins, 4, outputs, n_out, 3 * hd);

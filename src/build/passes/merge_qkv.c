@@ -11,8 +11,9 @@
  * QkvAttention (domain "kiln", ir/ops/ops_qkv_attention.c) is ONNX Attention reading Q,
  * K and V as the three thirds of qkv: the CUDA kernel reads them in place through row
  * strides (cuda_attention.c), and so does the CPU's fused float32 kernel
- * (cpu_qkv_attention.c, cpu_attention_rows; other cases copy them out and run Attention). The attributes q_num_heads, kv_num_heads, scale and is_causal
- * are kept as they are.
+ * (cpu_qkv_attention.c, cpu_attention_rows; other cases copy them out and run
+ * Attention). The attributes q_num_heads, kv_num_heads, scale and is_causal are kept as
+ * they are.
  *
  * Conditions (anything else is left alone): the Attention node has 3 or 4 inputs and one
  * output, no softcap / qk_matmul_output_mode, equal head counts; q, k, v are distinct
