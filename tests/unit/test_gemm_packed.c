@@ -133,7 +133,10 @@ static void run_shapes(cpu_threadpool *pool) {
                                         /* right edges of 1-4 columns (1-2: kernel_6xn, 4 accumulator
                                          * chains over k; 3-4: kernel_6x8) with k tails of 1-3 */
                                         {7, 2, 7},    {13, 18, 3},  {32, 196, 130}, {11, 35, 259}, {6, 4, 2},
-                                        {19, 50, 5}};
+                                        {19, 50, 5},
+                                        /* bottom edges of 1-5 rows with full 16-column panels
+                                         * (kernel_rx16): 3 and 4 rows, odd and even k */
+                                        {9, 40, 77},  {64, 64, 96}, {27, 32, 8}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 3; pb++)
             for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);

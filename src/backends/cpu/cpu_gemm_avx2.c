@@ -481,6 +481,97 @@ static void kernel_6xn(int64_t kc, const float *a, const float *b, int nr, float
     }
 }
 
+/* Bottom-edge tiles with 1-5 valid rows and all 16 columns (BERT at batch 1: M = 128 =
+ * 21*6 + 2; 64- and 128-channel convs: 4 rows left over). kernel_6x16 would do the 6 rows'
+ * FMAs for the 2 or 4 real ones (BERT's 22nd panel: 3% of the GEMM's FMAs wasted); this
+ * does the rows that exist. The packed panel keeps its 6-float k-stride, zero rows unread.
+ * Up to 3 rows run two accumulator sets (even and odd k) so at least 8 chains are in
+ * flight for the two 4-cycle FMA pipes; 4 and 5 rows have 8 and 10 chains in one set.
+ * The result lands in t's first mr rows, as store_tile expects. */
+static inline __attribute__((always_inline)) void kernel_rx16_impl(int64_t kc, const float *a, const float *b,
+                                                                   float *t, const int mr) {
+    const bool two_sets = mr <= 3;
+    __m256 e00 = _mm256_setzero_ps(), e01 = _mm256_setzero_ps(), e10 = _mm256_setzero_ps(),
+           e11 = _mm256_setzero_ps(), e20 = _mm256_setzero_ps(), e21 = _mm256_setzero_ps(),
+           e30 = _mm256_setzero_ps(), e31 = _mm256_setzero_ps(), e40 = _mm256_setzero_ps(),
+           e41 = _mm256_setzero_ps();
+    __m256 o00 = _mm256_setzero_ps(), o01 = _mm256_setzero_ps(), o10 = _mm256_setzero_ps(),
+           o11 = _mm256_setzero_ps(), o20 = _mm256_setzero_ps(), o21 = _mm256_setzero_ps();
+#define RX_ROW(I, ACC0, ACC1, AK, B0, B1)                                                                              \
+    do {                                                                                                               \
+        if (mr > (I)) {                                                                                                \
+            __m256 x = _mm256_broadcast_ss((AK) + (I));                                                                \
+            ACC0 = _mm256_fmadd_ps(x, B0, ACC0);                                                                       \
+            ACC1 = _mm256_fmadd_ps(x, B1, ACC1);                                                                       \
+        }                                                                                                              \
+    } while (0)
+#define RX_STEP_E(AK, BK)                                                                                              \
+    do {                                                                                                               \
+        __m256 b0 = _mm256_load_ps(BK), b1 = _mm256_load_ps((BK) + 8);                                                 \
+        RX_ROW(0, e00, e01, AK, b0, b1);                                                                               \
+        RX_ROW(1, e10, e11, AK, b0, b1);                                                                               \
+        RX_ROW(2, e20, e21, AK, b0, b1);                                                                               \
+        RX_ROW(3, e30, e31, AK, b0, b1);                                                                               \
+        RX_ROW(4, e40, e41, AK, b0, b1);                                                                               \
+    } while (0)
+#define RX_STEP_O(AK, BK)                                                                                              \
+    do {                                                                                                               \
+        __m256 b0 = _mm256_load_ps(BK), b1 = _mm256_load_ps((BK) + 8);                                                 \
+        RX_ROW(0, o00, o01, AK, b0, b1);                                                                               \
+        RX_ROW(1, o10, o11, AK, b0, b1);                                                                               \
+        RX_ROW(2, o20, o21, AK, b0, b1);                                                                               \
+    } while (0)
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
+        RX_STEP_E(a, b);
+        if (two_sets) RX_STEP_O(a + MR, b + NR);
+        else RX_STEP_E(a + MR, b + NR);
+        a += 2 * MR;
+        b += 2 * NR;
+    }
+    if (k < kc) RX_STEP_E(a, b);
+#undef RX_STEP_O
+#undef RX_STEP_E
+#undef RX_ROW
+    if (two_sets) {
+        e00 = _mm256_add_ps(e00, o00);
+        e01 = _mm256_add_ps(e01, o01);
+        e10 = _mm256_add_ps(e10, o10);
+        e11 = _mm256_add_ps(e11, o11);
+        e20 = _mm256_add_ps(e20, o20);
+        e21 = _mm256_add_ps(e21, o21);
+    }
+    _mm256_store_ps(t + 0, e00);
+    _mm256_store_ps(t + 8, e01);
+    if (mr > 1) {
+        _mm256_store_ps(t + 16, e10);
+        _mm256_store_ps(t + 24, e11);
+    }
+    if (mr > 2) {
+        _mm256_store_ps(t + 32, e20);
+        _mm256_store_ps(t + 40, e21);
+    }
+    if (mr > 3) {
+        _mm256_store_ps(t + 48, e30);
+        _mm256_store_ps(t + 56, e31);
+    }
+    if (mr > 4) {
+        _mm256_store_ps(t + 64, e40);
+        _mm256_store_ps(t + 72, e41);
+    }
+}
+
+static void kernel_rx16(int64_t kc, const float *a, const float *b, int mr, float *t) {
+    switch (mr) {
+    case 1: kernel_rx16_impl(kc, a, b, t, 1); break;
+    case 2: kernel_rx16_impl(kc, a, b, t, 2); break;
+    case 3: kernel_rx16_impl(kc, a, b, t, 3); break;
+    case 4: kernel_rx16_impl(kc, a, b, t, 4); break;
+    default: kernel_rx16_impl(kc, a, b, t, 5); break;
+    }
+}
+
 /* Writes (or adds, when accumulate) the mr x nr corner of tile t into C at (m0, n0); on
  * the last k-block also applies the epilogue to that region. */
 static void store_tile(const float *t, int mr, int nr, float *C, int64_t ldc, int64_t m0, int64_t n0,
@@ -550,6 +641,7 @@ static inline void gemm_tile(int64_t kc, const float *a, const float *b, float *
     } else {
         if (nr <= 2) kernel_6xn(kc, a, b, nr, tile);
         else if (nr <= 8) kernel_6x8(kc, a, b, tile);
+        else if (mr < MR) kernel_rx16(kc, a, b, mr, tile);
         else kernel_6x16(kc, a, b, tile, NULL, 0, 0, 0, false, false, NULL, false);
         store_tile(tile, mr, nr, C, ldc, m0, n0, !first, last, ep);
     }
