@@ -21,9 +21,9 @@ extern "C" {
 #endif
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_MINOR 2
 #define KILN_VERSION_PATCH 0
-#define KILN_VERSION_STRING "0.1.0"
+#define KILN_VERSION_STRING "0.2.0"
 
 typedef enum kiln_status {
     KILN_OK = 0,

@@ -3,7 +3,7 @@
  * Keyed by a node signature (build_tactic_key_threads: op, opset, attributes, input shapes
  * and dtypes, CPU features, timing thread count) and the tactic name; the value is the
  * measured time in ms. The file is JSON:
- *   {"format": "kiln-timing-cache", "version": 2, "kiln": "0.1.0",
+ *   {"format": "kiln-timing-cache", "version": 2, "kiln": "0.2.0",
  *    "entries": [{"key": "...", "tactic": "conv_im2col_gemm", "ms": 0.123}, ...]}
  * A missing file starts an empty cache; an unreadable, corrupt, foreign or other-version
  * file is not an error: the caller gets a warning saying so and the cache is rebuilt

@@ -303,14 +303,14 @@ int cli_inspect_engine(const char *path, bool json) {
                       h->backend == ENGINE_BACKEND_CUDA ? " - what a load runs: precision, layout, chosen GPU tactic" : "");
             /* the node index first: a row never reads like a "layers" row (name op kernel),
              * which scripts scrape */
-            sb_printf(&sb, "  %-4s %-*s  %-28s %-6s %-6s %s\n", "#", nw, "name", "op", "prec", "layout", "tactic");
+            sb_printf(&sb, "  %-4s %-*s  %-28s %-6s %-10s %s\n", "#", nw, "name", "op", "prec", "layout", "tactic");
             for (int32_t i = 0; i < g->n_nodes; i++) {
                 const ir_node *n = &g->nodes[i];
                 engine_node_info ni;
                 engine_node_describe(gp, i, &ni);
                 char op[80];
                 snprintf(op, sizeof op, "%s%s%s", n->domain[0] ? n->domain : "", n->domain[0] ? ":" : "", n->op_type);
-                sb_printf(&sb, "  %-4d %-*s  %-28s %-6s %-6s %s", i, nw, n->name, op, ni.precision, ni.layout,
+                sb_printf(&sb, "  %-4d %-*s  %-28s %-6s %-10s %s", i, nw, n->name, op, ni.precision, ni.layout,
                           ni.tactic);
                 if (ni.tactic_ms >= 0) sb_printf(&sb, " (%.4f ms)", ni.tactic_ms);
                 sb_putc(&sb, '\n');

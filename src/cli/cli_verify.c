@@ -692,7 +692,8 @@ static void usage(FILE *f) {
             "  --max-tensor-mb N     fail a case that allocates a tensor over N MiB (default 4096)\n"
             "  --no-passes           run the model as written (no constant folding, Identity removal,\n"
             "                        Conv+BatchNormalization folding or activation fusion)\n"
-            "  --no-fork             run cases in this process (for debuggers; a crash ends the run)\n");
+            "  --no-fork             run cases in this process (for debuggers; a crash ends the run)\n\n"
+            "Values may also be given as --name=value (--threads=2).\n");
 }
 
 static bool parse_double(const char *s, double *out) {
@@ -782,13 +783,30 @@ int cli_verify(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        /* --name=value as well as --name value (exec's trtexec flags take the first form) */
+        char name[40];
+        const char *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+        bool inline_val = eq && (size_t)(eq - a) < sizeof name;
+        if (inline_val) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            a = name;
+            val = eq + 1;
+        }
 #define NEED_VAL                                                                  \
     do {                                                                          \
         if (!val) {                                                               \
             free(dirs);                                                           \
             return cli_usage_error("verify", "option %s needs a value", a);     \
         }                                                                         \
-        i++;                                                                      \
+        if (!inline_val) i++;                                                     \
+    } while (0)
+#define NO_VAL                                                                    \
+    do {                                                                          \
+        if (inline_val) {                                                         \
+            free(dirs);                                                           \
+            return cli_usage_error("verify", "option %s takes no value", a);    \
+        }                                                                         \
     } while (0)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -827,18 +845,25 @@ int cli_verify(int argc, char **argv) {
             NEED_VAL;
             o.json_path = val;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            NO_VAL;
             o.quiet = true;
         } else if (!strcmp(a, "--memory")) {
+            NO_VAL;
             o.memory = true;
         } else if (!strcmp(a, "--no-fork")) {
+            NO_VAL;
             o.no_fork = true;
         } else if (!strcmp(a, "--no-passes")) {
+            NO_VAL;
             o.no_passes = true;
         } else if (!strcmp(a, "--noTF32")) {
+            NO_VAL;
             o.no_tf32 = true;
         } else if (!strcmp(a, "--gpu-only")) {
+            NO_VAL;
             o.gpu_only = true;
         } else if (!strcmp(a, "--fp16")) {
+            NO_VAL;
             o.fp16 = true;
         } else if (a[0] == '-' && a[1]) {
             static const char *const flags[] = {"--rtol",   "--atol",  "--threads", "--jobs",   "--backend",
@@ -853,6 +878,7 @@ int cli_verify(int argc, char **argv) {
             dirs[n_dirs++] = a;
         }
 #undef NEED_VAL
+#undef NO_VAL
     }
     if (!n_dirs) {
         free(dirs);

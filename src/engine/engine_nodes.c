@@ -98,7 +98,12 @@ void engine_node_describe(const engine_plan *p, int32_t i, engine_node_info *out
         out->precision = t->dtype == KILN_DTYPE_FLOAT16 ? "half" : t->dtype == KILN_DTYPE_FLOAT ? "float"
                                                                                                  : kiln_dtype_name(t->dtype);
     if (n->domain && !strcmp(n->domain, "kiln.nhwc")) out->layout = "nhwc";
-    else if ((!n->domain || !n->domain[0]) && layout_op(n->op_type)) out->layout = "nchw";
+    else if ((!n->domain || !n->domain[0]) && layout_op(n->op_type)) {
+        /* the CPU's P16 blocks between 1x1 convs (build/passes/layout_p16.c: bit 2 the
+         * output, bits 1 and 4 the input and the fused residual) */
+        int64_t p16 = ir_node_attr_int(n, "kiln_p16", 0);
+        out->layout = !p16 ? "nchw" : (p16 & 2) ? ((p16 & 5) ? "p16 in+out" : "p16 out") : "p16 in";
+    }
     if (p->header.backend == ENGINE_BACKEND_CUDA) {
         const ir_attr *a = ir_node_attr(n, RT_GPU_TACTICS_ATTR);
         if (a && a->type == IR_ATTR_STRING && a->s.data) {

@@ -258,6 +258,11 @@ def test_usage_errors():
     assert p.returncode == 2 and "not a folder" in p.stderr
     p = verify("--threads", "zero", ".")
     assert p.returncode == 2
+    # --name=value works like --name value; a flag without a value refuses one
+    p = verify("--threads=zero", ".")
+    assert p.returncode == 2 and "--threads expects a positive integer, got 'zero'" in p.stderr
+    p = verify("--quiet=1", ".")
+    assert p.returncode == 2 and "--quiet takes no value" in p.stderr
 
 
 @pytest.mark.skipif(not (SHARED / "node").is_dir(), reason="ONNX backend test data not found at ../shared")

@@ -312,8 +312,34 @@ static int conv_winograd_tile(enum conv_algo algo, const cpu_conv_geom *g, int64
     return N * ((g->out[0] + 3) / 4) * ((g->out[1] + 3) / 4) >= 16 ? CPU_WINOGRAD_F43 : CPU_WINOGRAD_F23;
 }
 
+static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16);
+
+static kiln_status conv_run_rows(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                                 int32_t n_out, int algo) {
+    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, (enum conv_algo)algo, 0);
+}
+
 static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                             int32_t n_out, enum conv_algo algo) {
+    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, algo, ir_node_attr_int(ctx->node, "kiln_p16", 0));
+}
+
+/* Whether a Conv marked P16 can run its P16 data directly: a 2-D 1x1 stride-1 unpadded
+ * dense conv with constant weights on the packed-GEMM path, a multiple of 16 positions,
+ * and a 32-byte aligned P16 input (the kernels' aligned loads). */
+static bool conv_p16_direct(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int32_t nsp, int64_t group, const float *X,
+                            int64_t p16) {
+    if (nsp != 2 || group != 1 || g->out_size % 16 != 0 || !ctx->state || !cpu_gemm_packed_supported() ||
+        !cpu_input_is_const(ctx, 1))
+        return false;
+    for (int32_t i = 0; i < nsp; i++)
+        if (g->k[i] != 1 || g->stride[i] != 1 || g->pad0[i] != 0 || g->pad1[i] != 0) return false;
+    return !(p16 & CPU_CONV_P16_X) || ((uintptr_t)X & 31) == 0;
+}
+
+static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
     if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
@@ -345,6 +371,8 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
         if (w->dims[2 + i] != g.k[i])
             return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "kernel_shape[%d]=%lld differs from W's dim %lld", i,
                                    (long long)g.k[i], (long long)w->dims[2 + i]);
+    if (p16 && !conv_p16_direct(ctx, &g, nsp, group, x->data, p16))
+        return cpu_conv_p16_fallback(ctx, inputs, n_in, outputs, n_out, p16, conv_run_rows, (int)algo);
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
     ydims[1] = M;
@@ -439,6 +467,18 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
             col_owned = true;
         }
         if (!col) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
+    }
+    if (p16) { /* conv_p16_direct held: pointwise, group 1, packed weights */
+        cpu_gemm_io io = {(p16 & CPU_CONV_P16_X) != 0, (p16 & CPU_CONV_P16_Y) != 0, (p16 & CPU_CONV_P16_RES) != 0};
+        for (int64_t n = 0; n < N; n++) {
+            cpu_epilogue e = ep;
+            if (e.residual) e.residual += n * M * OS;
+            e.ld_res = OS;
+            st = cpu_sgemm_conv1x1(ctx->pool, M, OS, C, &cs->packed[0], X + n * C * IS, Y + n * M * OS, &e, io,
+                                   &cs->scratch, ctx->err);
+            if (st != KILN_OK) return st;
+        }
+        return KILN_OK;
     }
     for (int64_t n = 0; n < N; n++) {
         if (phased) cpu_conv_phase_build(ctx->pool, &ph, X + n * C * IS, C, phase);

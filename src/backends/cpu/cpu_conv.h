@@ -38,4 +38,23 @@ int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g);
 void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float *w, float *y, float *buf, float bias,
                             bool relu, float lo, float hi);
 
+/* P16 layouts of a Conv's data (the kiln_p16 attribute's bits, written by the CPU layout
+ * pass build/passes/layout_p16.c; cpu_gemm_packed.h defines the layout). */
+#define CPU_CONV_P16_X 1   /* input X */
+#define CPU_CONV_P16_Y 2   /* output Y */
+#define CPU_CONV_P16_RES 4 /* the fused residual (kiln_residual) */
+#define CPU_CONV_P16_MAX_INPUTS 8
+
+/* Per image [rows, n] (n a multiple of 16): row-major -> P16 and back (cpu_conv_p16.c). */
+void cpu_p16_from_rows(const float *src, int64_t rows, int64_t n, float *dst);
+void cpu_p16_to_rows(const float *src, int64_t rows, int64_t n, float *dst);
+
+/* A Conv over row-major data only (cpu_conv.c's body with kiln_p16 ignored). */
+typedef kiln_status (*cpu_conv_nchw_fn)(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                        rt_value *outputs, int32_t n_out, int algo);
+/* A Conv marked with P16 bits `p16` that the fast path cannot take: converts the P16
+ * inputs to row-major copies, runs `run`, and rewrites a P16 output in place. */
+kiln_status cpu_conv_p16_fallback(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out, int64_t p16, cpu_conv_nchw_fn run, int algo);
+
 #endif

@@ -627,6 +627,7 @@ typedef struct gemm_task_job {
     float *C;
     int64_t ldc;
     const cpu_epilogue *ep;
+    cpu_gemm_io io; /* io.b_p16: pb is B itself in the P16 layout, read in place */
 } gemm_task_job;
 
 /* One 6x16 output tile of a k-block: a full tile is stored by the kernel itself (with the
@@ -745,12 +746,34 @@ typedef struct tile_args {
     float *tile;  /* 6x16 scratch for edge tiles */
     bool m_outer; /* small K: A panels outermost (run_panels) */
     bool nt;      /* full tiles of a single k-block stored non-temporally (local_task) */
+    bool c_p16;   /* C, and the residual when res_p16, in the P16 layout (cpu_gemm_packed.h) */
+    bool res_p16;
 } tile_args;
 
-static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, const cpu_epilogue *ep, float *tile) {
+static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, const cpu_epilogue *ep, float *tile,
+                                cpu_gemm_io io) {
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
-    return (tile_args){M,    N, C, ldc, ep, has_ep, has_ep && act_in_tile(ep->act.kind), cpu_gemm_avx512_usable(),
-                       tile, false, false};
+    return (tile_args){M,    N,     C,     ldc,     ep,       has_ep, has_ep && act_in_tile(ep->act.kind),
+                       cpu_gemm_avx512_usable() && !io.c_p16 && !io.res_p16,
+                       tile, false, false, io.c_p16, io.res_p16 && ep && ep->residual};
+}
+
+/* The P16 layouts, for the 16 columns of B panel np: a C (or residual) pointer and row
+ * stride under which the tile code's usual addressing, base + m * ld + n for n in
+ * [np*16, np*16+16), lands on element (m, n) of the [N/16][M][16] block layout. So every
+ * tile routine (the kernels' own stores, store_tile, the epilogue) writes P16 unchanged. */
+static void p16_panel_view(const tile_args *t, int64_t np, float **C, int64_t *ldc, cpu_epilogue *ep_copy,
+                           const cpu_epilogue **ep) {
+    int64_t shift = np * NR * t->M - np * NR; /* block np starts at np*16*M; column n0 = np*16 is subtracted back */
+    *C = t->c_p16 ? t->C + shift : t->C;
+    *ldc = t->c_p16 ? NR : t->ldc;
+    *ep = t->ep;
+    if (t->res_p16) {
+        *ep_copy = *t->ep;
+        ep_copy->residual = t->ep->residual + shift;
+        ep_copy->ld_res = NR;
+        *ep = ep_copy;
+    }
 }
 
 /* One k-block of B panels [np0, np1) (panel np at bpanels + (np - np0) * NR * kc) against
@@ -762,7 +785,30 @@ static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, con
  * faster, 128x768x768 unchanged; 1024x768x768 2-5% slower (B is reused from cache there),
  * hence the condition. */
 static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, const float *abase, int64_t mp0,
-                       int64_t mp1, const float *bpanels, int64_t np0, int64_t np1, bool prefetch_b) {
+                       int64_t mp1, const float *bpanels, int64_t bstride, int64_t np0, int64_t np1, bool prefetch_b) {
+    if (t->c_p16 || t->res_p16) {
+        /* P16 output or residual: B panels outermost, so the tiles of one panel walk down
+         * one contiguous [M][16] block (384 bytes per tile) and no output prefetch is
+         * needed; the hardware prefetchers follow it. */
+        for (int64_t np = np0; np < np1; np++) {
+            const float *b = bpanels + (np - np0) * bstride;
+            int64_t n0 = np * NR, ldc;
+            int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
+            float *C;
+            cpu_epilogue ep_copy;
+            const cpu_epilogue *ep;
+            p16_panel_view(t, np, &C, &ldc, &ep_copy, &ep);
+            next_panels pf = next_panels_init(prefetch_b && np + 1 < np1 ? b + bstride : NULL, NR * kc, mp1 - mp0);
+            for (int64_t mp = mp0; mp < mp1; mp++) {
+                int64_t m0 = mp * MR;
+                int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
+                next_panels_step(&pf);
+                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, C, ldc, m0, n0, first, last, ep, t->has_ep,
+                          t->fusable, t->nt && first && last);
+            }
+        }
+        return;
+    }
     const float *pf_c = first && !t->nt ? t->C : NULL, *pf_res = last && t->has_ep ? t->ep->residual : NULL;
     int64_t ld_res = pf_res ? t->ep->ld_res : 0;
     if (t->m_outer && !t->use512) {
@@ -782,18 +828,19 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                 int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
                 if ((pf_c || pf_res) && mp + 1 < mp1)
                     prefetch_tile_out(pf_c, t->ldc, pf_res, ld_res, t->M, m0 + MR, n0, nr);
-                gemm_tile(kc, abase + mp * MR * kc, bpanels + (np - np0) * NR * kc, t->tile, mr, nr, t->C,
+                gemm_tile(kc, abase + mp * MR * kc, bpanels + (np - np0) * bstride, t->tile, mr, nr, t->C,
                              t->ldc, m0, n0, first, last, t->ep, t->has_ep, t->fusable, t->nt);
             }
         }
         return;
     }
     for (int64_t np = np0, step; np < np1; np += step) {
-        const float *b = bpanels + (np - np0) * NR * kc;
+        const float *b = bpanels + (np - np0) * bstride;
         int64_t n0 = np * NR;
-        step = pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
+        /* the AVX-512 pair kernel reads its second panel at b + NR * kc */
+        step = bstride == NR * kc && pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
         next_panels pf =
-            next_panels_init(prefetch_b && np + step < np1 ? b + step * NR * kc : NULL, step * NR * kc, mp1 - mp0);
+            next_panels_init(prefetch_b && np + step < np1 ? b + step * bstride : NULL, step * NR * kc, mp1 - mp0);
         int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
         for (int64_t mp = mp0; mp < mp1; mp++) {
             int64_t m0 = mp * MR;
@@ -819,11 +866,14 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
 
 /* One output block: A panels [mp0, mp1) x B panels [np0, np1), all k-blocks. */
 static void gemm_block(const gemm_task_job *j, int64_t mp0, int64_t mp1, int64_t np0, int64_t np1, float *tile) {
-    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
+    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile, j->io);
     for (int64_t k0 = 0, kb = kc_block(j->K); k0 < j->K; k0 += kb) {
         int64_t kc = j->K - k0 < kb ? j->K - k0 : kb;
-        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, mp0, mp1,
-                   j->pb + k0 * j->Npad + np0 * NR * kc, np0, np1, j->m_blocks <= 2);
+        /* packed: k-block k0 of panel p at k0 * Npad + p * 16 * kc; P16: rows k0.. of panel
+         * p at p * 16 * K + k0 * 16 (the same [kc][16] panel shape, a longer stride) */
+        const float *b = j->io.b_p16 ? j->pb + np0 * NR * j->K + k0 * NR : j->pb + k0 * j->Npad + np0 * NR * kc;
+        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, mp0, mp1, b,
+                   j->io.b_p16 ? NR * j->K : NR * kc, np0, np1, j->m_blocks <= 2);
     }
 }
 
@@ -861,7 +911,7 @@ static void sgemm_inline(int64_t M, int64_t N, int64_t K, const float *A, int64_
                 pack_bt_panel(B + p * NR * ldb + k0, ldb, N - p * NR < NR ? N - p * NR : NR, kc,
                               pb + k0 * Npad + p * NR * kc);
         }
-    gemm_task_job j = {M, N, K, Mpad, Npad, 1, 1, MC_PANELS, pa, pb, C, ldc, ep};
+    gemm_task_job j = {M, N, K, Mpad, Npad, 1, 1, MC_PANELS, pa, pb, C, ldc, ep, {0}};
     _Alignas(64) float tile[MR * NR];
     for (int64_t mp0 = 0; mp0 < Mpad / MR; mp0 += MC_PANELS)
         for (int64_t np0 = 0; np0 < Npad / NR; np0 += NC_PANELS)
@@ -889,9 +939,9 @@ static float *scratch_get(cpu_gemm_scratch *s, int64_t n) {
 }
 
 static kiln_status run_tasks(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *PA,
-                             const float *PB, float *C, int64_t ldc, const cpu_epilogue *ep) {
+                             const float *PB, float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_io io) {
     int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
-    gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, MC_PANELS, PA, PB, C, ldc, ep};
+    gemm_task_job j = {M, N, K, Mpad, Npad, 0, 0, MC_PANELS, PA, PB, C, ldc, ep, io};
     j.n_blocks = (Npad / NR + NC_PANELS - 1) / NC_PANELS;
     /* Up to 24 A panels (BERT's 128 rows: 22) make one m-block when the column blocks
      * alone give each thread 4 or more tasks: every B panel, streamed from memory
@@ -936,7 +986,7 @@ kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, in
     if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
     fn_pack_job j = {pack_b, pack_user, K, Npad, d};
     cpu_parallel_for(pool, Npad / NR, 2, fn_pack_run, &j);
-    return run_tasks(pool, M, N, K, pa->data, d, C, ldc, ep);
+    return run_tasks(pool, M, N, K, pa->data, d, C, ldc, ep, (cpu_gemm_io){0});
 }
 
 kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
@@ -969,7 +1019,7 @@ kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
         PA = d;
         PB = pb->data;
     }
-    return run_tasks(pool, M, N, K, PA, PB, C, ldc, ep);
+    return run_tasks(pool, M, N, K, PA, PB, C, ldc, ep, (cpu_gemm_io){0});
 }
 
 /* ---- B packed inside each task (added for Conv; s2-conv) ------------------------------ */
@@ -997,11 +1047,12 @@ typedef struct local_job {
     const float *rows_b; /* non-NULL: B is row-major [K, N] (row stride rows_ld), packed by rows */
     int64_t rows_ld;
     bool nt_ok; /* C may be stored non-temporally (local_task) */
+    cpu_gemm_io io;
 } local_job;
 
 static void local_task(const local_job *j, int64_t nb, float *buf) {
     _Alignas(64) float tile[MR * NR];
-    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile);
+    tile_args t = tile_args_make(j->M, j->N, j->C, j->ldc, j->ep, tile, j->io);
     int64_t np0 = nb * NC_PANELS, np1 = np0 + NC_PANELS, Np = round_up(j->N, NR) / NR;
     if (np1 > Np) np1 = Np;
     /* K <= 64: the small-K tile order of run_panels (one k-block). K = 128 (ResNet-50's
@@ -1029,7 +1080,8 @@ static void local_task(const local_job *j, int64_t nb, float *buf) {
         if (j->rows_b) pack_b_rows(j->rows_b, j->rows_ld, j->N, np0, np1, k0, kc, buf);
         else
             for (int64_t np = np0; np < np1; np++) j->pack_b(j->pack_user, np, k0, kc, buf + (np - np0) * NR * kc);
-        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, 0, j->Mpad / MR, buf, np0, np1, false);
+        run_panels(&t, kc, k0 == 0, k0 + kc >= j->K, j->pa + k0 * j->Mpad, 0, j->Mpad / MR, buf, NR * kc, np0, np1,
+                   false);
     }
     /* streaming stores are weakly ordered: make them visible before the task is reported done */
     if (t.nt) _mm_sfence();
@@ -1073,7 +1125,7 @@ static bool nt_enabled(void) {
 
 static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
                              cpu_gemm_pack_b_fn pack_b, void *pack_user, const float *rows_b, int64_t rows_ld,
-                             float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
+                             float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_io io, cpu_gemm_scratch *scratch,
                              kiln_error *err) {
     if (!pa || pa->is_b || pa->rows != M || pa->K != K)
         return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
@@ -1092,7 +1144,7 @@ static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                  !(has_ep && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) &&
                  (uint64_t)M * (uint64_t)N * sizeof(float) >= (512u << 10) && nt_enabled();
     local_job j = {M,  N,          K,       round_up(M, MR), pa->data, pack_b, pack_user, C, ldc, ep, d,
-                   buf_floats, n_tasks, 0, rows_b, rows_ld, nt_ok};
+                   buf_floats, n_tasks, 0, rows_b, rows_ld, nt_ok, io};
     cpu_parallel_for(pool, n_slots, 1, local_slots_run, &j);
     return KILN_OK;
 }
@@ -1101,12 +1153,39 @@ kiln_status cpu_sgemm_packed_a_fn_local(cpu_threadpool *pool, int64_t M, int64_t
                                         const cpu_gemm_packed *pa, cpu_gemm_pack_b_fn pack_b, void *pack_user,
                                         float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
                                         kiln_error *err) {
-    return run_local(pool, M, N, K, pa, pack_b, pack_user, NULL, 0, C, ldc, ep, scratch, err);
+    return run_local(pool, M, N, K, pa, pack_b, pack_user, NULL, 0, C, ldc, ep, (cpu_gemm_io){0}, scratch, err);
 }
 
 kiln_status cpu_sgemm_packed_a_rows_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K,
                                           const cpu_gemm_packed *pa, const float *B, int64_t ldb, float *C,
                                           int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
                                           kiln_error *err) {
-    return run_local(pool, M, N, K, pa, NULL, NULL, B, ldb, C, ldc, ep, scratch, err);
+    return run_local(pool, M, N, K, pa, NULL, NULL, B, ldb, C, ldc, ep, (cpu_gemm_io){0}, scratch, err);
+}
+
+kiln_status cpu_sgemm_conv1x1(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                              const float *B, float *C, const cpu_epilogue *ep, cpu_gemm_io io,
+                              cpu_gemm_scratch *scratch, kiln_error *err) {
+    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
+                            (long long)K);
+    io.res_p16 = io.res_p16 && ep && ep->residual;
+    if ((io.b_p16 || io.c_p16 || io.res_p16) && N % NR != 0)
+        return kiln_err_set(err, KILN_ERR_INTERNAL, "P16 layout needs a multiple of 16 columns (got %lld)",
+                            (long long)N);
+    if (io.b_p16) {
+        /* the kernels load B panels with aligned loads */
+        if (((uintptr_t)B & 31) != 0)
+            return kiln_err_set(err, KILN_ERR_INTERNAL, "P16 operand is not 32-byte aligned");
+        return run_tasks(pool, M, N, K, pa->data, B, C, N, ep, io);
+    }
+    if (cpu_sgemm_local_b_preferred(pool, M, N, K))
+        return run_local(pool, M, N, K, pa, NULL, NULL, B, N, C, N, ep, io, scratch, err);
+    int64_t Npad = round_up(N, NR);
+    if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+    float *d = scratch_get(scratch, Npad * K);
+    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    pack_job j = {B, N, N, K, Npad, d};
+    cpu_parallel_for(pool, Npad / NR, 4, pack_b_run, &j);
+    return run_tasks(pool, M, N, K, pa->data, d, C, N, ep, io);
 }

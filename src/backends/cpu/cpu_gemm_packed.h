@@ -81,6 +81,28 @@ kiln_status cpu_sgemm_packed_a_rows_local(cpu_threadpool *pool, int64_t M, int64
                                           kiln_error *err);
 bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K);
 
+/* The P16 layout of a [rows, N] matrix with N a multiple of 16: blocks of 16 columns, each
+ * block all rows x 16 contiguous, element (r, n) at (n / 16) * 16 * rows + r * 16 + n % 16.
+ * For a 1x1 conv's activations [C, H*W] per image that is "16 positions x all channels"
+ * blocks, which is exactly the packed-B panel this GEMM's kernels read (a consumer conv
+ * reads it in place, no packing) and whose tiles a producer conv writes as whole
+ * contiguous runs (6 rows x 64 bytes), in place of 64-byte pieces a whole image row apart.
+ * The CPU layout pass (build/passes/layout_p16.c) decides which tensors use it. */
+typedef struct cpu_gemm_io {
+    bool b_p16;   /* B is [K, N] in P16 (else row-major, row stride N) */
+    bool c_p16;   /* C is written in P16 (else row-major, row stride N) */
+    bool res_p16; /* the epilogue's residual is in P16 (its ld_res is then ignored) */
+} cpu_gemm_io;
+
+/* A 1x1 convolution per image: C[M, N] = A * B + epilogue with the packed weights A, B the
+ * image [K = channels, N = positions], each of B, C and the residual row-major (stride N)
+ * or P16 as io says. Any P16 needs N % 16 == 0, and a P16 B 32-byte alignment. Picks the
+ * per-task B packing (cpu_sgemm_local_b_preferred), packing B whole, or (P16 B) no
+ * packing at all. */
+kiln_status cpu_sgemm_conv1x1(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
+                              const float *B, float *C, const cpu_epilogue *ep, cpu_gemm_io io,
+                              cpu_gemm_scratch *scratch, kiln_error *err);
+
 /* Small GEMMs with no constant operand (attention's per-head Q*K^T and P*V, 12 per layer
  * in BERT): C[M,N] = A*B then the epilogue, both operands packed into `scratch` and
  * computed on the calling thread only (callers run several of them in parallel, one per

@@ -84,5 +84,10 @@ kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln
     }
     if (st == KILN_OK && !getenv("KILN_NO_FOLD_SCALE")) st = build_pass_fold_scale(model, NULL, stats, err);
     if (st == KILN_OK) st = pass_drop_unread_initializers(model->graph, NULL, err);
+    /* last: it marks nodes as they finally are (fused residuals included) */
+    if (st == KILN_OK && !getenv("KILN_NO_P16")) {
+        build_infer_types_quiet(model);
+        st = build_pass_layout_p16(model, NULL, err);
+    }
     return st;
 }

@@ -90,6 +90,11 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
  * the builder for cpu engines, so both execute the same graph. stats may be NULL. */
 kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
 
+/* The CPU's P16 activation layout between 1x1 convs (layout_p16.c): marks producer and
+ * readers with kiln_p16 bits; *marked (may be NULL) counts the values. Reads value types
+ * (run type inference first). KILN_NO_P16 in the environment skips it. */
+kiln_status build_pass_layout_p16(ir_model *model, int32_t *marked, kiln_error *err);
+
 /* Infers value types for passes that match on them (and device backends that place nodes
  * by them); the problems it finds are not the caller's to report (kiln check does), so
  * they are dropped. */
