@@ -208,6 +208,7 @@ static void test_conv_p16_bad_shape_refused(void **state) {
         kiln_status st = run_conv(NULL, CPU_CONV_P16_X | CPU_CONV_P16_Y, direct, &x, &w, &b, &res, &y, &err);
         assert_int_equal(st, KILN_ERR_INVALID_MODEL);
         assert_non_null(strstr(kiln_err_msg(&err), "P16"));
+        kiln_err_clear(&err);
         rt_value_release(&y);
     }
     rt_value_release(&x);
