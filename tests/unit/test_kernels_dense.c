@@ -340,8 +340,13 @@ static void test_conv_variants(void **st) {
         {2, 1, 8, 8, 8, {11, 11}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise s2 */
         {2, 1, 8, 8, 8, {9, 9}, {5, 5}, {1, 2}, {2, 1}, {2, 1, 3, 0}, NULL},       /* depthwise odd */
         {2, 2, 4, 4, 4, {37, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise s2, vector rows */
-        {2, 1, 3, 3, 3, {20, 45}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise, 16-wide steps */
+        /* output planes over 56x56 run a plane at a time (cpu_conv_dw_plane_avx2) */
+        {2, 1, 3, 3, 3, {60, 61}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise, 16-wide steps */
+        {2, 1, 2, 2, 2, {121, 122}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},   /* depthwise s2, plane kernel */
         {2, 1, 4, 4, 4, {33, 35}, {3, 3}, {2, 2}, {2, 2}, {2, 2, 2, 2}, NULL},     /* depthwise s2, dilated */
+        /* small planes run 8 channels at a time (cpu_conv_dw8_avx2): a partial last group */
+        {2, 2, 12, 12, 12, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},  /* depthwise 8 + 4 ch, s2 */
+        {2, 1, 20, 20, 20, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},    /* depthwise 8 + 8 + 4 ch */
         {2, 1, 4, 8, 1, {10, 10}, {1, 1}, {2, 2}, {1, 1}, {0}, NULL},              /* 1x1 stride 2 */
         {1, 2, 3, 5, 1, {17}, {4}, {2}, {2}, {1, 2}, NULL},                       /* 1-D */
         {3, 1, 2, 3, 1, {5, 6, 4}, {3, 2, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 0}, NULL}, /* 3-D */

@@ -37,6 +37,12 @@ kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const
 int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g);
 void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float *w, float *y, float *buf, float bias,
                             bool relu, float lo, float hi);
+/* The same for nc <= 8 channels at once (planes x_cs / y_cs floats apart, weights
+ * [nc][KH*KW], bias[nc] or NULL), through a channel-interleaved copy: faster than the
+ * plane kernel on small planes (cpu_conv.c picks). buf: cpu_conv_dw8_scratch(g) floats. */
+int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g);
+void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
+                       int64_t y_cs, const float *bias, bool relu, float lo, float hi, float *buf);
 
 /* P16 layouts of a Conv's data (the kiln_p16 attribute's bits, written by the CPU layout
  * pass build/passes/layout_p16.c; cpu_gemm_packed.h defines the layout). */
