@@ -89,6 +89,12 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int
         ep.residual = res;
         ep.ld_res = N;
         ep.act.kind = CPU_ACT_GELU_TANH;
+    } else if (ep_kind == 6) { /* bias per row + Clip to a range inside the data (ReLU6-like) */
+        ep.bias_mode = CPU_BIAS_ROW;
+        ep.bias = bias;
+        ep.act.kind = CPU_ACT_CLIP;
+        ep.act.a = -0.2f;
+        ep.act.b = 0.3f;
     }
     cpu_gemm_packed p;
     cpu_gemm_scratch scratch = {0};
@@ -139,14 +145,14 @@ static void run_shapes(cpu_threadpool *pool) {
                                         {9, 40, 77},  {64, 64, 96}, {27, 32, 8}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pb = 0; pb < 3; pb++)
-            for (int e = 0; e < 6; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
+            for (int e = 0; e < 7; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], pb, e);
     /* B packed by rows and C of at least 512 KiB (cpu_gemm_avx2.c, local_task): non-temporal
      * stores of C with K = 64 in the small-K tile order and with K = 150 in the usual one,
      * ordinary stores in the small-K order with K = 7; a partial last A panel, right-edge
      * tiles, rows that all start a cache line (N = 2736) and rows that mostly do not. */
     static const int64_t small_k[][3] = {{46, 2853, 64}, {48, 2736, 64}, {13, 10007, 7}, {40, 3300, 150}};
     for (size_t s = 0; s < sizeof small_k / sizeof small_k[0]; s++)
-        for (int e = 0; e < 6; e++) check_one(pool, small_k[s][0], small_k[s][1], small_k[s][2], 2, e);
+        for (int e = 0; e < 7; e++) check_one(pool, small_k[s][0], small_k[s][1], small_k[s][2], 2, e);
 }
 
 static void test_packed_vs_reference(void **state) {

@@ -37,6 +37,10 @@ static inline void row_out32(float *c, __m512 v0, __m512 v1, bool accumulate, bo
         if (ep->act.kind == CPU_ACT_RELU) {
             v0 = _mm512_max_ps(v0, _mm512_setzero_ps());
             v1 = _mm512_max_ps(v1, _mm512_setzero_ps());
+        } else if (ep->act.kind == CPU_ACT_CLIP) { /* operands ordered so a NaN stays NaN, as Clip */
+            __m512 lo = _mm512_set1_ps(ep->act.a), hi = _mm512_set1_ps(ep->act.b);
+            v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+            v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
         }
     }
     _mm512_storeu_ps(c, v0);
