@@ -199,13 +199,14 @@ static void dw_run(void *user, int64_t begin, int64_t end);
 
 /* Whether the depthwise conv runs 8 channels at a time (cpu_conv_dw8_avx2) rather than a
  * plane at a time: for output planes up to 56x56, where the plane kernel's per-row setup
- * outweighs its FMAs. MobileNetV2's 3x3 depthwise shapes (bench_layers, 1 thread, thread
- * clock, minima of 21 runs, three alternating rounds; plane -> 8 channels, ms):
- * 960 ch 7x7 0.46-0.50 -> 0.09-0.16, 576 ch 14x14/2 0.53-0.58 -> 0.08-0.15, 576 ch 14x14
- * 0.66-0.72 -> 0.17-0.20, 384 ch 14x14 0.45-0.48 -> 0.11, 192 ch 28x28 0.51-0.52 ->
- * 0.19-0.20, 144 ch 56x56/2 0.58-0.64 -> 0.23, 144 ch 56x56 0.80-0.84 -> 0.55,
- * 96 ch 112x112/2 1.00-1.06 -> 0.65-0.66; 32 ch 112x112 (12544 outputs) 0.48 -> 0.45-0.68
- * stays a plane at a time. */
+ * outweighs its FMAs. MobileNetV2's 3x3 depthwise shapes, bench_layers, 1 thread, thread
+ * clock, minimum of 21 runs, four rounds alternating the two builds (the machine's speed
+ * moved ~2x between rounds, so ranges; plane -> 8 channels, ms): 960 ch 7x7 0.27-0.49 ->
+ * 0.12-0.17, 576 ch 14x14/2 0.29-0.58 -> 0.09-0.15, 576 ch 14x14 0.40-0.74 -> 0.18-0.27,
+ * 384 ch 14x14 0.26-0.50 -> 0.12-0.18, 192 ch 28x28/2 0.22-0.38 -> 0.09-0.13, 192 ch
+ * 28x28 0.29-0.54 -> 0.17-0.26, 144 ch 56x56/2 0.35-0.66 -> 0.20-0.29, 144 ch 56x56
+ * 0.47-0.86 -> 0.44-0.54, 96 ch 112x112/2 0.65-1.01 -> 0.63-0.73. Over 56x56 (32 ch at
+ * 112x112) the two measured alike, and the plane kernel needs no 8-channel copy. */
 static bool dw_blocked(const cpu_conv_geom *g, bool avx2) {
     return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && g->out[0] * g->out[1] <= 56 * 56;
 }

@@ -126,8 +126,8 @@ void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float 
  * few outputs to hide it: MobileNetV2's 3x3/2 over 576 channels at 14x14 took 0.65 ms in
  * it (about 1.1 us per 49-output plane; ONNX Runtime's channel-blocked kernel 0.05 ms).
  * Here 8 channels are transposed into one padded [PH][PW][8] buffer (8x8 register
- * transposes), every output position is KH*KW FMAs of 8-channel vectors (4 positions in
- * flight), and the [OH*OW][8] result is transposed back into the 8 output planes. */
+ * transposes), and every output position is KH*KW FMAs of 8-channel vectors, 8 positions
+ * of a row at a time, transposed back in registers into the 8 output planes. */
 
 /* Padded extents: every tap of every output in range, and the whole input inside. */
 static void dw8_extent(const cpu_conv_geom *g, int64_t *PH, int64_t *PW) {
@@ -140,7 +140,7 @@ static void dw8_extent(const cpu_conv_geom *g, int64_t *PH, int64_t *PW) {
 int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g) {
     int64_t PH, PW;
     dw8_extent(g, &PH, &PW);
-    return (PH * PW + g->out[0] * g->out[1] + 8) * 8;
+    return (PH * PW + 8) * 8;
 }
 
 void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
@@ -149,7 +149,7 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
     int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1], pt = g->pad0[0], pl = g->pad0[1];
     int64_t PH, PW;
     dw8_extent(g, &PH, &PW);
-    float *P = buf, *Q = buf + PH * PW * 8;
+    float *P = buf;
     const __m256 zero = _mm256_setzero_ps(), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     /* zero padding: rows above and below the image, and the columns beside it */
     for (int64_t r = 0; r < PH; r++) {
@@ -185,55 +185,38 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
     _Alignas(32) float bv[8];
     for (int c = 0; c < 8; c++) bv[c] = bias && c < nc ? bias[c] : 0.f;
     const __m256 vb = _mm256_load_ps(bv);
+    /* 8 output positions of a row at a time (8 independent FMA chains, what two 4-cycle
+     * pipes need), transposed in registers straight into the 8 output planes; the last
+     * 1-7 positions of a row one at a time, then the same transpose with a masked store */
     for (int64_t oh = 0; oh < OH; oh++) {
         const float *prow = P + oh * sh * PW * 8;
-        float *qrow = Q + oh * OW * 8;
-        int64_t ow = 0;
-        /* 8 positions in flight: 8 independent FMA chains, what two 4-cycle pipes need */
-        for (; ow + 8 <= OW; ow += 8) {
+        float *yrow = y + oh * OW;
+        for (int64_t ow = 0; ow < OW; ow += 8) {
+            int64_t m = OW - ow < 8 ? OW - ow : 8;
             __m256 a[8];
             for (int i = 0; i < 8; i++) a[i] = zero;
-            for (int64_t kh = 0; kh < KH; kh++)
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    const float *p = prow + (kh * dh * PW + ow * sw + kw * dw) * 8;
-                    __m256 t = wv[kh * KW + kw];
-                    for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(p + i * sw * 8), t, a[i]);
-                }
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(qrow + (ow + i) * 8, dw_out(a[i], vb, relu, vlo, vhi));
+            if (m == 8) {
+                for (int64_t kh = 0; kh < KH; kh++)
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        const float *p = prow + (kh * dh * PW + ow * sw + kw * dw) * 8;
+                        __m256 t = wv[kh * KW + kw];
+                        for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(p + i * sw * 8), t, a[i]);
+                    }
+            } else {
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t kh = 0; kh < KH; kh++)
+                        for (int64_t kw = 0; kw < KW; kw++)
+                            a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(prow + (kh * dh * PW + (ow + i) * sw + kw * dw) * 8),
+                                                   wv[kh * KW + kw], a[i]);
+            }
+            for (int i = 0; i < 8; i++) a[i] = dw_out(a[i], vb, relu, vlo, vhi);
+            cpu_transpose8_ps(a);
+            if (m == 8)
+                for (int c = 0; c < nc; c++) _mm256_storeu_ps(yrow + c * y_cs + ow, a[c]);
+            else {
+                __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - m));
+                for (int c = 0; c < nc; c++) _mm256_maskstore_ps(yrow + c * y_cs + ow, mask, a[c]);
+            }
         }
-        for (; ow + 4 <= OW; ow += 4) {
-            __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
-            for (int64_t kh = 0; kh < KH; kh++)
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    const float *p = prow + (kh * dh * PW + ow * sw + kw * dw) * 8;
-                    __m256 t = wv[kh * KW + kw];
-                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), t, a0);
-                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + sw * 8), t, a1);
-                    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 2 * sw * 8), t, a2);
-                    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 3 * sw * 8), t, a3);
-                }
-            _mm256_storeu_ps(qrow + ow * 8, dw_out(a0, vb, relu, vlo, vhi));
-            _mm256_storeu_ps(qrow + ow * 8 + 8, dw_out(a1, vb, relu, vlo, vhi));
-            _mm256_storeu_ps(qrow + ow * 8 + 16, dw_out(a2, vb, relu, vlo, vhi));
-            _mm256_storeu_ps(qrow + ow * 8 + 24, dw_out(a3, vb, relu, vlo, vhi));
-        }
-        for (; ow < OW; ow++) {
-            __m256 a0 = zero;
-            for (int64_t kh = 0; kh < KH; kh++)
-                for (int64_t kw = 0; kw < KW; kw++)
-                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(prow + (kh * dh * PW + ow * sw + kw * dw) * 8),
-                                         wv[kh * KW + kw], a0);
-            _mm256_storeu_ps(qrow + ow * 8, dw_out(a0, vb, relu, vlo, vhi));
-        }
-    }
-    /* back to planes, 8 positions at a time */
-    int64_t n = OH * OW, p = 0;
-    for (; p < n; p += 8) {
-        int64_t m = n - p < 8 ? n - p : 8;
-        __m256 r[8];
-        for (int i = 0; i < 8; i++) r[i] = i < m ? _mm256_loadu_ps(Q + (p + i) * 8) : zero;
-        cpu_transpose8_ps(r);
-        __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - m));
-        for (int c = 0; c < nc; c++) _mm256_maskstore_ps(y + c * y_cs + p, mask, r[c]);
     }
 }
