@@ -7,6 +7,7 @@
 #define KILN_TESTS_UNIT_KERNEL_HARNESS_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,10 +66,23 @@ static inline ir_attr a_str(const char *name, const char *s) {
 static cpu_threadpool *test_pool; /* NULL or a 2-thread pool, switched per test group */
 
 /* Runs op on inputs; outputs must be n_out initialised values. Returns the status and
- * keeps the error message for asserts. */
-static inline kiln_status run_op(const char *op, int64_t opset, ir_attr *attrs, int32_t n_attrs, rt_value *in, int32_t n_in,
-                          rt_value *out, int32_t n_out, kiln_error *err) {
-    int32_t ids[4] = {0, 1, 2, 3};
+ * keeps the error message for asserts. const_w: the node's graph marks input 1 as an
+ * initializer (a Conv's or MatMul's constant weights: the packed paths); with_state: the
+ * kernel gets per-node state (without it, paths that need state fall back). */
+static inline kiln_status run_op_with(const char *op, int64_t opset, ir_attr *attrs, int32_t n_attrs, rt_value *in,
+                                      int32_t n_in, rt_value *out, int32_t n_out, bool const_w, bool with_state,
+                                      kiln_error *err) {
+    int32_t ids[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    assert_true(n_in <= 8 && n_in + n_out <= 12);
+    ir_tensor dummy;
+    memset(&dummy, 0, sizeof dummy);
+    ir_value vals[12];
+    memset(vals, 0, sizeof vals);
+    vals[1].init = &dummy;
+    ir_graph graph;
+    memset(&graph, 0, sizeof graph);
+    graph.values = vals;
+    graph.n_values = n_in + n_out;
     ir_node node;
     memset(&node, 0, sizeof node);
     node.name = "test_node";
@@ -77,17 +91,22 @@ static inline kiln_status run_op(const char *op, int64_t opset, ir_attr *attrs, 
     node.opset = opset;
     node.attrs = attrs;
     node.n_attrs = n_attrs;
+    if (const_w) { /* cpu_input_is_const reads the node's input ids (run_op never set them) */
+        node.n_inputs = n_in;
+        node.inputs = ids;
+    }
     node.n_outputs = n_out;
-    node.outputs = ids;
+    node.outputs = ids + n_in;
     void *state = NULL;
     void (*state_free)(void *) = NULL;
     cpu_kernel_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.node = &node;
+    ctx.graph = const_w ? &graph : NULL;
     ctx.pool = test_pool;
     ctx.err = err;
-    ctx.state = &state;
-    ctx.state_free = &state_free;
+    ctx.state = with_state ? &state : NULL;
+    ctx.state_free = with_state ? &state_free : NULL;
     const rt_value *ins[8];
     for (int32_t i = 0; i < n_in; i++) ins[i] = in[i].kind == IR_TYPE_UNKNOWN ? NULL : &in[i];
     cpu_kernel_fn fn = cpu_kernel_find("", op, opset);
@@ -107,6 +126,11 @@ static inline kiln_status run_op(const char *op, int64_t opset, ir_attr *attrs, 
     }
     if (state && state_free) state_free(state);
     return st;
+}
+
+static inline kiln_status run_op(const char *op, int64_t opset, ir_attr *attrs, int32_t n_attrs, rt_value *in,
+                                 int32_t n_in, rt_value *out, int32_t n_out, kiln_error *err) {
+    return run_op_with(op, opset, attrs, n_attrs, in, n_in, out, n_out, false, true, err);
 }
 
 static inline void expect_close(const float *got, const float *want, uint64_t n, float tol) {

@@ -21,88 +21,24 @@
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_kernel.h"
-
-kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
-                     int32_t n_out);
-
-static uint32_t rng = 12345u;
-static float frand(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((rng >> 8) & 0xffff) / 65536.f - 0.5f;
-}
-
-static void make_tensor(rt_value *v, int32_t rank, const int64_t *dims) {
-    rt_value_init(v);
-    kiln_error err = {0};
-    assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(v), KILN_DTYPE_FLOAT, rank, dims, &err), KILN_OK);
-    float *p = v->t.data;
-    for (uint64_t i = 0; i < v->t.count; i++) p[i] = frand();
-}
+#include "kernel_harness.h"
 
 /* Runs a 1x1 Conv (bias, residual input 3, Relu) with kiln_p16 = p16 (0: attribute absent).
  * direct: node state and constant weights (the P16 fast path); otherwise neither, which
- * sends a marked node through the converting fallback. Returns the status. */
+ * sends a marked node through the converting fallback. Runs it twice (kernel_harness.h:
+ * the second run reuses the packed weights and must agree). Returns the status. */
 static kiln_status run_conv(cpu_threadpool *pool, int64_t p16, bool direct, const rt_value *x, const rt_value *w,
                             const rt_value *b, const rt_value *res, rt_value *y, kiln_error *err) {
-    ir_attr attrs[3];
-    memset(attrs, 0, sizeof attrs);
-    attrs[0].name = "kiln_residual";
-    attrs[0].type = IR_ATTR_INT;
-    attrs[0].i = 3;
-    attrs[1].name = "kiln_activation";
-    attrs[1].type = IR_ATTR_STRING;
-    attrs[1].s.data = "Relu";
-    attrs[1].s.len = 4;
-    attrs[2].name = "kiln_p16";
-    attrs[2].type = IR_ATTR_INT;
-    attrs[2].i = p16;
-    int32_t in_ids[4] = {0, 1, 2, 3}, out_ids[1] = {4};
-    ir_tensor dummy;
-    memset(&dummy, 0, sizeof dummy);
-    ir_value vals[5];
-    memset(vals, 0, sizeof vals);
-    vals[1].init = &dummy;
-    ir_graph graph;
-    memset(&graph, 0, sizeof graph);
-    graph.values = vals;
-    graph.n_values = 5;
-    ir_node node;
-    memset(&node, 0, sizeof node);
-    node.name = "conv";
-    node.op_type = "Conv";
-    node.domain = "";
-    node.opset = 17;
-    node.attrs = attrs;
-    node.n_attrs = p16 ? 3 : 2;
-    node.n_inputs = 4;
-    node.inputs = in_ids;
-    node.n_outputs = 1;
-    node.outputs = out_ids;
-    void *state = NULL;
-    void (*state_free)(void *) = NULL;
-    cpu_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node = &node;
-    ctx.graph = direct ? &graph : NULL;
-    ctx.pool = pool;
-    ctx.err = err;
-    ctx.state = direct ? &state : NULL;
-    ctx.state_free = direct ? &state_free : NULL;
-    const rt_value *ins[4] = {x, w, b, res};
+    ir_attr attrs[3] = {a_int("kiln_residual", 3), a_str("kiln_activation", "Relu"), a_int("kiln_p16", p16)};
+    rt_value in[4] = {*x, *w, *b, *res}; /* shallow copies: run_op_with only reads them */
+    test_pool = pool;
     rt_value_init(y);
-    kiln_status st = KILN_OK;
-    /* twice on the direct path: the second run reuses the packed weights */
-    for (int r = 0; r < (direct ? 2 : 1) && st == KILN_OK; r++) {
-        rt_value_release(y);
-        st = cpu_conv(&ctx, ins, 4, y, 1);
-    }
-    if (state && state_free) state_free(state);
-    return st;
+    return run_op_with("Conv", 17, attrs, p16 ? 3 : 2, in, 4, y, 1, direct, direct, err);
 }
 
 /* dst = P16 copy of the row-major tensor src ([N, C, H, W] per image). */
 static void to_p16(const rt_value *src, rt_value *dst) {
-    make_tensor(dst, src->t.rank, src->t.dims);
+    mk(dst, src->t.rank, src->t.dims);
     int64_t n = src->t.dims[2] * src->t.dims[3], rows = src->t.dims[1];
     for (int64_t i = 0; i < src->t.dims[0]; i++)
         cpu_p16_from_rows((const float *)src->t.data + i * rows * n, rows, n, (float *)dst->t.data + i * rows * n);
@@ -132,10 +68,10 @@ static void test_p16_layout_helpers(void **state) {
 
 static void check_shape(cpu_threadpool *pool, int64_t batch, int64_t C, int64_t H, int64_t W, int64_t M) {
     rt_value x, w, b, res, ref;
-    make_tensor(&x, 4, (int64_t[]){batch, C, H, W});
-    make_tensor(&w, 4, (int64_t[]){M, C, 1, 1});
-    make_tensor(&b, 1, (int64_t[]){M});
-    make_tensor(&res, 4, (int64_t[]){batch, M, H, W});
+    mk(&x, 4, (int64_t[]){batch, C, H, W});
+    mk(&w, 4, (int64_t[]){M, C, 1, 1});
+    mk(&b, 1, (int64_t[]){M});
+    mk(&res, 4, (int64_t[]){batch, M, H, W});
     kiln_error err = {0};
     assert_int_equal(run_conv(pool, 0, true, &x, &w, &b, &res, &ref, &err), KILN_OK);
     rt_value xp, rp;
@@ -149,7 +85,7 @@ static void check_shape(cpu_threadpool *pool, int64_t batch, int64_t C, int64_t 
             if (st != KILN_OK) fail_msg("p16=%lld direct=%d failed: %s", (long long)bits, direct, kiln_err_msg(&err));
             const float *got = y.t.data;
             if (bits & CPU_CONV_P16_Y) {
-                make_tensor(&yrows, 4, y.t.dims);
+                mk(&yrows, 4, y.t.dims);
                 int64_t n = H * W;
                 for (int64_t i = 0; i < batch; i++)
                     cpu_p16_to_rows((const float *)y.t.data + i * M * n, M, n, (float *)yrows.t.data + i * M * n);
@@ -199,10 +135,10 @@ static void test_conv_p16_matches_nchw(void **state) {
 static void test_conv_p16_bad_shape_refused(void **state) {
     (void)state;
     rt_value x, w, b, res, y;
-    make_tensor(&x, 4, (int64_t[]){1, 8, 5, 4});
-    make_tensor(&w, 4, (int64_t[]){8, 8, 1, 1});
-    make_tensor(&b, 1, (int64_t[]){8});
-    make_tensor(&res, 4, (int64_t[]){1, 8, 5, 4});
+    mk(&x, 4, (int64_t[]){1, 8, 5, 4});
+    mk(&w, 4, (int64_t[]){8, 8, 1, 1});
+    mk(&b, 1, (int64_t[]){8});
+    mk(&res, 4, (int64_t[]){1, 8, 5, 4});
     for (int direct = 0; direct < 2; direct++) {
         kiln_error err = {0};
         kiln_status st = run_conv(NULL, CPU_CONV_P16_X | CPU_CONV_P16_Y, direct, &x, &w, &b, &res, &y, &err);

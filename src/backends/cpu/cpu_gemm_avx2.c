@@ -506,8 +506,12 @@ static inline __attribute__((always_inline)) void kernel_rx16_impl(int64_t kc, c
            e11 = _mm256_setzero_ps(), e20 = _mm256_setzero_ps(), e21 = _mm256_setzero_ps(),
            e30 = _mm256_setzero_ps(), e31 = _mm256_setzero_ps(), e40 = _mm256_setzero_ps(),
            e41 = _mm256_setzero_ps();
+    /* the odd-k set: rows 3-4 never run in it (two_sets needs mr <= 3), declared so the
+     * one step macro serves both sets */
     __m256 o00 = _mm256_setzero_ps(), o01 = _mm256_setzero_ps(), o10 = _mm256_setzero_ps(),
-           o11 = _mm256_setzero_ps(), o20 = _mm256_setzero_ps(), o21 = _mm256_setzero_ps();
+           o11 = _mm256_setzero_ps(), o20 = _mm256_setzero_ps(), o21 = _mm256_setzero_ps(),
+           o30 = _mm256_setzero_ps(), o31 = _mm256_setzero_ps(), o40 = _mm256_setzero_ps(),
+           o41 = _mm256_setzero_ps();
 #define RX_ROW(I, ACC0, ACC1, AK, B0, B1)                                                                              \
     do {                                                                                                               \
         if (mr > (I)) {                                                                                                \
@@ -516,34 +520,26 @@ static inline __attribute__((always_inline)) void kernel_rx16_impl(int64_t kc, c
             ACC1 = _mm256_fmadd_ps(x, B1, ACC1);                                                                       \
         }                                                                                                              \
     } while (0)
-#define RX_STEP_E(AK, BK)                                                                                              \
+#define RX_STEP(S, AK, BK)                                                                                             \
     do {                                                                                                               \
         __m256 b0 = _mm256_load_ps(BK), b1 = _mm256_load_ps((BK) + 8);                                                 \
-        RX_ROW(0, e00, e01, AK, b0, b1);                                                                               \
-        RX_ROW(1, e10, e11, AK, b0, b1);                                                                               \
-        RX_ROW(2, e20, e21, AK, b0, b1);                                                                               \
-        RX_ROW(3, e30, e31, AK, b0, b1);                                                                               \
-        RX_ROW(4, e40, e41, AK, b0, b1);                                                                               \
-    } while (0)
-#define RX_STEP_O(AK, BK)                                                                                              \
-    do {                                                                                                               \
-        __m256 b0 = _mm256_load_ps(BK), b1 = _mm256_load_ps((BK) + 8);                                                 \
-        RX_ROW(0, o00, o01, AK, b0, b1);                                                                               \
-        RX_ROW(1, o10, o11, AK, b0, b1);                                                                               \
-        RX_ROW(2, o20, o21, AK, b0, b1);                                                                               \
+        RX_ROW(0, S##00, S##01, AK, b0, b1);                                                                           \
+        RX_ROW(1, S##10, S##11, AK, b0, b1);                                                                           \
+        RX_ROW(2, S##20, S##21, AK, b0, b1);                                                                           \
+        RX_ROW(3, S##30, S##31, AK, b0, b1);                                                                           \
+        RX_ROW(4, S##40, S##41, AK, b0, b1);                                                                           \
     } while (0)
     int64_t k = 0;
     for (; k + 2 <= kc; k += 2) {
         _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
-        RX_STEP_E(a, b);
-        if (two_sets) RX_STEP_O(a + MR, b + NR);
-        else RX_STEP_E(a + MR, b + NR);
+        RX_STEP(e, a, b);
+        if (two_sets) RX_STEP(o, a + MR, b + NR);
+        else RX_STEP(e, a + MR, b + NR);
         a += 2 * MR;
         b += 2 * NR;
     }
-    if (k < kc) RX_STEP_E(a, b);
-#undef RX_STEP_O
-#undef RX_STEP_E
+    if (k < kc) RX_STEP(e, a, b);
+#undef RX_STEP
 #undef RX_ROW
     if (two_sets) {
         e00 = _mm256_add_ps(e00, o00);
