@@ -377,6 +377,18 @@ static void test_conv_errors(void **st) {
     kiln_err_clear(&err);
     for (int i = 0; i < 2; i++) rt_value_release(&in[i]);
     rt_value_release(&out[0]);
+    /* hostile strides and pads (a depthwise conv: its scratch sizes come from them) are
+     * refused, not turned into overflowing extents */
+    mk(&in[0], 4, (int64_t[]){1, 8, 4, 4});
+    mk(&in[1], 4, (int64_t[]){8, 1, 3, 3});
+    int64_t big_s[2] = {(int64_t)1 << 40, 1}, big_p[4] = {(int64_t)1 << 50, 0, (int64_t)1 << 50, 0};
+    ir_attr at[3] = {a_ints("strides", 2, big_s), a_ints("pads", 4, big_p), a_int("group", 8)};
+    rt_value_init(&out[0]);
+    assert_int_equal(run_op("Conv", 17, at, 3, in, 2, out, 1, &err), KILN_ERR_INVALID_MODEL);
+    assert_non_null(strstr(kiln_err_msg(&err), "below 2^31"));
+    kiln_err_clear(&err);
+    for (int i = 0; i < 2; i++) rt_value_release(&in[i]);
+    rt_value_release(&out[0]);
 }
 
 /* ConvTranspose against its definition: every input element scatters W into Y. */

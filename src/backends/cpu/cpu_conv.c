@@ -208,7 +208,8 @@ static void dw_run(void *user, int64_t begin, int64_t end);
  * 0.47-0.86 -> 0.44-0.54, 96 ch 112x112/2 0.65-1.01 -> 0.63-0.73. Over 56x56 (32 ch at
  * 112x112) the two measured alike, and the plane kernel needs no 8-channel copy. */
 static bool dw_blocked(const cpu_conv_geom *g, bool avx2) {
-    return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && g->out[0] * g->out[1] <= 56 * 56;
+    return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && g->out[0] * g->out[1] <= 56 * 56 &&
+           cpu_conv_dw8_scratch(g) >= 0;
 }
 
 /* Groups [begin, end) of 8 channels through the channel-interleaved kernel (dw_blocked). */
@@ -216,7 +217,8 @@ static void dw8_run(void *user, int64_t begin, int64_t end) {
     const dw_job *j = user;
     const cpu_conv_geom *g = j->g;
     int64_t KK = g->k[0] * g->k[1], IS = g->in[0] * g->in[1], OS = g->out[0] * g->out[1];
-    float *buf = kiln_realloc_array(NULL, (size_t)cpu_conv_dw8_scratch(g) + 16, sizeof(float));
+    int64_t scratch = cpu_conv_dw8_scratch(g); /* >= 0: dw_blocked checked */
+    float *buf = kiln_realloc_array(NULL, (size_t)scratch + 16, sizeof(float));
     if (!buf) { /* the plane-at-a-time loop needs no buffer beyond its own */
         dw_run(user, begin * 8, end * 8 < j->channels ? end * 8 : j->channels);
         return;
@@ -243,8 +245,9 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
     int64_t KH = g->k[0], KW = g->k[1], sh = g->stride[0], sw = g->stride[1];
     /* the vector plane kernel where it runs (one phase-row buffer per chunk) */
     float *buf = NULL;
-    if (j->avx2 && KH * KW <= CPU_CONV_DW_MAX_TAPS)
-        buf = kiln_realloc_array(NULL, (size_t)cpu_conv_dw_scratch(g) + 16, sizeof(float));
+    int64_t scratch = cpu_conv_dw_scratch(g); /* < 0: too large, the scalar loop runs */
+    if (j->avx2 && KH * KW <= CPU_CONV_DW_MAX_TAPS && scratch >= 0)
+        buf = kiln_realloc_array(NULL, (size_t)scratch + 16, sizeof(float));
     /* with it, bias and ReLU/Clip go in the kernel's registers; anything else after the plane */
     const cpu_epilogue *ep = j->ep;
     bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||

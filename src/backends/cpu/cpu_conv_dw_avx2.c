@@ -40,10 +40,24 @@ static void phase_row(const float *xr, int64_t W, int64_t q, int64_t s, float *d
     for (j = j1; j < L; j++) d[j] = 0.f;
 }
 
+/* a * b + c, or -1 when it overflows or exceeds DW_SCRATCH_MAX floats (a hostile model's
+ * strides or paddings: the caller then runs without the buffer) */
+#define DW_SCRATCH_MAX ((int64_t)1 << 28)
+static int64_t dw_size(int64_t a, int64_t b, int64_t c) {
+    int64_t r;
+    if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r) ||
+        r > DW_SCRATCH_MAX)
+        return -1;
+    return r;
+}
+
 int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g) {
-    int64_t s = g->stride[1], span = ((g->k[1] - 1) * g->dil[1]) / s;
+    int64_t s = g->stride[1], span = dw_size(g->k[1] - 1, g->dil[1], 0);
+    if (span < 0) return -1;
+    span /= s;
     /* per input row: s phases of OW + span + 8 floats (the 8: a whole last vector) */
-    return g->in[0] * s * (g->out[1] + span + 8);
+    int64_t per_row = dw_size(1, g->out[1] + span, 8);
+    return per_row < 0 ? -1 : dw_size(dw_size(g->in[0], s, 0), per_row, 0);
 }
 
 /* v + bias, then ReLU (max with 0: NaN -> 0, as the ReLU op) or the clamp to [lo, hi]
@@ -129,26 +143,24 @@ void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float 
  * transposes), and every output position is KH*KW FMAs of 8-channel vectors, 8 positions
  * of a row at a time, transposed back in registers into the 8 output planes. */
 
-/* Padded extents: every tap of every output in range, and the whole input inside. */
-static void dw8_extent(const cpu_conv_geom *g, int64_t *PH, int64_t *PW) {
-    int64_t need_h = (g->out[0] - 1) * g->stride[0] + (g->k[0] - 1) * g->dil[0] + 1;
-    int64_t need_w = (g->out[1] - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
-    *PH = g->in[0] + g->pad0[0] > need_h ? g->in[0] + g->pad0[0] : need_h;
-    *PW = g->in[1] + g->pad0[1] > need_w ? g->in[1] + g->pad0[1] : need_w;
+/* Padded extent of axis i: every tap of every output in range, and the whole input
+ * inside; -1 when too large (dw_size). */
+static int64_t dw8_extent(const cpu_conv_geom *g, int i) {
+    int64_t reach = dw_size(g->k[i] - 1, g->dil[i], 1), last = dw_size(g->out[i] - 1, g->stride[i], 0);
+    int64_t need = reach < 0 || last < 0 ? -1 : dw_size(1, last, reach), have = dw_size(1, g->in[i], g->pad0[i]);
+    return need < 0 || have < 0 ? -1 : need > have ? need : have;
 }
 
 int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g) {
-    int64_t PH, PW;
-    dw8_extent(g, &PH, &PW);
-    return (PH * PW + 8) * 8;
+    int64_t PH = dw8_extent(g, 0), PW = dw8_extent(g, 1);
+    return PH < 0 || PW < 0 ? -1 : dw_size(dw_size(PH, PW, 8), 8, 0);
 }
 
 void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
                        int64_t y_cs, const float *bias, bool relu, float lo, float hi, float *buf) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0], KW = g->k[1];
     int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1], pt = g->pad0[0], pl = g->pad0[1];
-    int64_t PH, PW;
-    dw8_extent(g, &PH, &PW);
+    int64_t PH = dw8_extent(g, 0), PW = dw8_extent(g, 1); /* the caller checked the scratch size */
     float *P = buf;
     const __m256 zero = _mm256_setzero_ps(), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     /* zero padding: rows above and below the image, and the columns beside it */

@@ -1,5 +1,6 @@
 /* cpu_conv_geom.c - conv/pool geometry from attributes (auto_pad, ceil_mode, ...) and the
  * im2col / col2im transforms. See cpu_conv_geom.h. */
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_conv_geom.h"
@@ -53,6 +54,13 @@ kiln_status cpu_conv_geom_init(cpu_kernel_ctx *ctx, int kind, int32_t nsp, const
             return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL,
                                    "spatial axis %d: kernel %lld, stride %lld and dilation %lld must be >= 1", i,
                                    (long long)k, (long long)s, (long long)d);
+        /* bounds that keep every extent below in int64 (a model's attributes are untrusted) */
+        if (k > INT32_MAX || s > INT32_MAX || d > INT32_MAX || pads[i] > INT32_MAX || pads[i + nsp] > INT32_MAX)
+            return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL,
+                                   "spatial axis %d: kernel %lld, stride %lld, dilation %lld and pads %lld, %lld "
+                                   "must be below 2^31",
+                                   i, (long long)k, (long long)s, (long long)d, (long long)pads[i],
+                                   (long long)pads[i + nsp]);
         int64_t ek = (k - 1) * d + 1; /* effective kernel extent */
         g->in[i] = in;
         if (same_upper || same_lower) {
