@@ -19,11 +19,7 @@
 #include "runtime/tensor.h"
 #include <string.h>
 
-static uint32_t rng = 12345;
-static float frand(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((rng >> 8) & 0xffff) / 32768.f - 1.f;
-}
+#include "kernel_harness.h"
 
 static float *rand_buf(int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -198,77 +194,19 @@ static void test_mismatched_pack_is_an_error(void **state) {
 /* ---- Conv through the packed path (implicit GEMM packing, cpu_conv.c) ---------------- */
 
 /* Runs Conv on X [1, C, H, W] with weights W [M, C/group, k, k]; with `weights_const` the
- * node's graph marks W as an initializer (packed path), otherwise OpenBLAS + im2col. */
+ * node's graph marks W as an initializer (packed path), otherwise OpenBLAS + im2col. Runs
+ * twice (kernel_harness.h): the second run reuses the packed weights and must agree. */
 static void run_conv(cpu_threadpool *pool, bool weights_const, const rt_value *x, const rt_value *w,
                      const rt_value *b, int64_t stride, int64_t pad, int64_t dil, int64_t group, rt_value *y) {
-    ir_attr attrs[4];
-    memset(attrs, 0, sizeof attrs);
     int64_t strides[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad}, dils[2] = {dil, dil};
-    attrs[0].name = "strides";
-    attrs[0].type = IR_ATTR_INTS;
-    attrs[0].ints = strides;
-    attrs[0].n = 2;
-    attrs[1].name = "pads";
-    attrs[1].type = IR_ATTR_INTS;
-    attrs[1].ints = pads;
-    attrs[1].n = 4;
-    attrs[2].name = "dilations";
-    attrs[2].type = IR_ATTR_INTS;
-    attrs[2].ints = dils;
-    attrs[2].n = 2;
-    attrs[3].name = "group";
-    attrs[3].type = IR_ATTR_INT;
-    attrs[3].i = group;
-    int32_t in_ids[3] = {0, 1, 2}, out_ids[1] = {3};
-    ir_tensor dummy;
-    memset(&dummy, 0, sizeof dummy);
-    ir_value vals[4];
-    memset(vals, 0, sizeof vals);
-    vals[1].init = &dummy;
-    ir_graph graph;
-    memset(&graph, 0, sizeof graph);
-    graph.values = vals;
-    graph.n_values = 4;
-    ir_node node;
-    memset(&node, 0, sizeof node);
-    node.name = "conv";
-    node.op_type = "Conv";
-    node.domain = "";
-    node.opset = 17;
-    node.attrs = attrs;
-    node.n_attrs = 4;
-    node.n_inputs = 3;
-    node.inputs = in_ids;
-    node.n_outputs = 1;
-    node.outputs = out_ids;
-    void *state = NULL;
-    void (*state_free)(void *) = NULL;
+    ir_attr attrs[4] = {a_ints("strides", 2, strides), a_ints("pads", 4, pads), a_ints("dilations", 2, dils),
+                        a_int("group", group)};
+    rt_value in[3] = {*x, *w, *b}; /* shallow copies: run_op_with only reads them */
     kiln_error err = {0};
-    cpu_kernel_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.node = &node;
-    ctx.graph = weights_const ? &graph : NULL;
-    ctx.pool = pool;
-    ctx.err = &err;
-    ctx.state = &state;
-    ctx.state_free = &state_free;
-    const rt_value *ins[3] = {x, w, b};
+    test_pool = pool;
     rt_value_init(y);
-    /* twice: the second run reuses the packed weights kept in the node state */
-    for (int r = 0; r < 2; r++) {
-        rt_value_release(y);
-        kiln_status st = cpu_conv(&ctx, ins, 3, y, 1);
-        if (st != KILN_OK) fail_msg("conv failed: %s", kiln_err_msg(&err));
-    }
-    if (state && state_free) state_free(state);
-}
-
-static void make_tensor(rt_value *v, int32_t rank, const int64_t *dims) {
-    rt_value_init(v);
-    kiln_error err = {0};
-    assert_int_equal(rt_tensor_alloc(rt_value_as_tensor(v), KILN_DTYPE_FLOAT, rank, dims, &err), KILN_OK);
-    float *p = v->t.data;
-    for (uint64_t i = 0; i < v->t.count; i++) p[i] = frand();
+    if (run_op_with("Conv", 17, attrs, 4, in, 3, y, 1, weights_const, true, &err) != KILN_OK)
+        fail_msg("conv failed: %s", kiln_err_msg(&err));
 }
 
 static void test_conv_packed_matches_im2col(void **state) {
@@ -298,9 +236,9 @@ static void test_conv_packed_matches_im2col(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int64_t *q = cases[c];
         rt_value x, w, b, y1, y2;
-        make_tensor(&x, 4, (int64_t[]){1, q[0], q[1], q[2]});
-        make_tensor(&w, 4, (int64_t[]){q[3], q[0] / q[8], q[4], q[4]});
-        make_tensor(&b, 1, (int64_t[]){q[3]});
+        mk(&x, 4, (int64_t[]){1, q[0], q[1], q[2]});
+        mk(&w, 4, (int64_t[]){q[3], q[0] / q[8], q[4], q[4]});
+        mk(&b, 1, (int64_t[]){q[3]});
         run_conv(pool, true, &x, &w, &b, q[5], q[6], q[7], q[8], &y1);
         run_conv(pool, false, &x, &w, &b, q[5], q[6], q[7], q[8], &y2);
         assert_int_equal(y1.t.count, y2.t.count);
