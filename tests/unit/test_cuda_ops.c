@@ -22,8 +22,6 @@
 #include "api/model_internal.h"
 #include "backends/cuda/cuda_info.h"
 #include "backends/cuda/cuda_internal.h"
-#include "diag/diag.h"
-#include "ir/infer.h"
 #include "build/passes/passes.h"
 
 #include <stdlib.h>
@@ -112,12 +110,7 @@ static int node0_supported(const char *test, bool *can_run, char *why, size_t wh
         return -1;
     }
     ir_model *m = kiln_model_ir(km);
-    diag_list dl;
-    diag_list_init(&dl);
-    kiln_error e = {0};
-    (void)ir_infer(m, NULL, &dl, &e);
-    kiln_err_clear(&e);
-    diag_list_free(&dl);
+    build_infer_types_quiet(m);
     bool s = cuda_op_supported(m, &m->graph->nodes[0], why, why_size);
     *can_run = cuda_op_can_run(m, &m->graph->nodes[0], NULL, 0);
     kiln_model_free(km);
@@ -278,11 +271,7 @@ static int check_fp16_model(const char *path, build_fp16_stats *out, int *attent
     ir_model *m = kiln_model_ir(km);
     kiln_error e = {0};
     assert_int_equal(build_run_passes(m, NULL, &e), KILN_OK);
-    diag_list dl;
-    diag_list_init(&dl);
-    (void)ir_infer(m, NULL, &dl, &e);
-    kiln_err_clear(&e);
-    diag_list_free(&dl);
+    build_infer_types_quiet(m);
     /* as the session does for a device backend: attention fusion, then FP16 */
     build_pass_stats ps;
     memset(&ps, 0, sizeof ps);

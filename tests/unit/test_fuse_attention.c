@@ -16,8 +16,6 @@
 #include <string.h>
 
 #include "build/passes/passes.h"
-#include "diag/diag.h"
-#include "ir/infer.h"
 #include "runtime/session.h"
 
 #include "graph_builder.h"
@@ -74,12 +72,7 @@ static ir_model *block(enum variant var) {
     add_node(g, "MatMul", "pv", S("p", "v4"), 2, S("ctx"), 1);
     gb_attr_ints(g, add_node(g, "Transpose", "tctx", S("ctx"), 1, S("ctxt"), 1), "perm", (int64_t[]){0, 2, 1, 3}, 4);
     add_node(g, "Reshape", "merge_r", S("ctxt", "merge"), 2, S("y"), 1);
-    diag_list dl;
-    diag_list_init(&dl);
-    kiln_error e = {0};
-    (void)ir_infer(m, NULL, &dl, &e);
-    kiln_err_clear(&e);
-    diag_list_free(&dl);
+    build_infer_types_quiet(m);
     return m;
 }
 

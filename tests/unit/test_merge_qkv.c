@@ -26,7 +26,6 @@
 #include "build/passes/passes.h"
 #include "engine/engine.h"
 #include "diag/diag.h"
-#include "ir/infer.h"
 #include "runtime/session.h"
 
 #include "graph_builder.h"
@@ -78,12 +77,7 @@ static ir_model *block(enum variant var) {
     at[1].name = "kv_num_heads", at[1].type = IR_ATTR_INT, at[1].i = H;
     if (var == V_CAUSAL) at[2].name = "is_causal", at[2].type = IR_ATTR_INT, at[2].i = 1;
     if (var == V_SOFTCAP) at[2].name = "softcap", at[2].type = IR_ATTR_FLOAT, at[2].f = 5.f;
-    diag_list dl;
-    diag_list_init(&dl);
-    kiln_error e = {0};
-    (void)ir_infer(m, NULL, &dl, &e);
-    kiln_err_clear(&e);
-    diag_list_free(&dl);
+    build_infer_types_quiet(m);
     return m;
 }
 
@@ -91,11 +85,7 @@ static ir_model *block(enum variant var) {
 static int merge(ir_model *m) {
     kiln_error e = {0};
     assert_int_equal(build_run_passes(m, NULL, &e), KILN_OK);
-    diag_list dl;
-    diag_list_init(&dl);
-    (void)ir_infer(m, NULL, &dl, &e);
-    kiln_err_clear(&e);
-    diag_list_free(&dl);
+    build_infer_types_quiet(m);
     build_pass_stats st;
     memset(&st, 0, sizeof st);
     assert_int_equal(build_pass_merge_qkv(m, NULL, &st, &e), KILN_OK);
