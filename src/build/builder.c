@@ -326,19 +326,14 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
     for (int32_t i = 0; i < plan->n_layers; i++) {
         engine_layer *l = &plan->layers[i];
         if (!l->tactic || l->time_ms <= 0) continue; /* single candidate: nothing to tell the kernel */
-        ir_node *n = &g->nodes[l->node];
-        ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)n->n_attrs + 1);
-        if (!na) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
-        int32_t k = 0;
-        for (int32_t j = 0; j < n->n_attrs; j++)
-            if (strcmp(n->attrs[j].name, BUILD_TACTIC_ATTR)) na[k++] = n->attrs[j];
-        na[k].name = BUILD_TACTIC_ATTR;
-        na[k].type = IR_ATTR_STRING;
-        na[k].s.data = arena_strdup(&m->arena, l->tactic);
-        na[k].s.len = strlen(l->tactic);
-        na[k].doc = "";
-        n->attrs = na;
-        n->n_attrs = k + 1;
+        ir_attr a;
+        memset(&a, 0, sizeof a);
+        a.name = BUILD_TACTIC_ATTR;
+        a.type = IR_ATTR_STRING;
+        a.s.data = arena_strdup(&m->arena, l->tactic);
+        a.s.len = strlen(l->tactic);
+        if (!a.s.data || !ir_node_set_attr(m, &g->nodes[l->node], &a))
+            return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
     return KILN_OK;
 }
@@ -482,24 +477,16 @@ static kiln_status time_gpu_tactics(ir_model *m, const build_options *o, build_t
     /* each node carries its timings */
     for (int32_t i = 0; st == KILN_OK && run == KILN_OK && i < rec.n_per_node && i < g->n_nodes; i++) {
         if (!rec.per_node[i].len) continue;
-        ir_node *nd = &m->graph->nodes[i];
-        ir_attr *na = ARENA_ARRAY(&m->arena, ir_attr, (size_t)nd->n_attrs + 1);
-        char *text = arena_strdup(&m->arena, sb_cstr(&rec.per_node[i]));
-        if (!na || !text) {
+        ir_attr a;
+        memset(&a, 0, sizeof a);
+        a.name = RT_GPU_TACTICS_ATTR;
+        a.type = IR_ATTR_STRING;
+        a.s.data = arena_strdup(&m->arena, sb_cstr(&rec.per_node[i]));
+        a.s.len = a.s.data ? strlen(a.s.data) : 0;
+        if (!a.s.data || !ir_node_set_attr(m, &m->graph->nodes[i], &a)) {
             st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
             break;
         }
-        int32_t k = 0;
-        for (int32_t j = 0; j < nd->n_attrs; j++)
-            if (strcmp(nd->attrs[j].name, RT_GPU_TACTICS_ATTR)) na[k++] = nd->attrs[j];
-        memset(&na[k], 0, sizeof na[k]);
-        na[k].name = RT_GPU_TACTICS_ATTR;
-        na[k].type = IR_ATTR_STRING;
-        na[k].s.data = text;
-        na[k].s.len = strlen(text);
-        na[k].doc = "";
-        nd->attrs = na;
-        nd->n_attrs = k + 1;
     }
     stats->timed += rec.timed;
     stats->cache_hits += rec.hits;

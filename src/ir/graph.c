@@ -210,6 +210,19 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *name) {
     return NULL;
 }
 
+bool ir_node_set_attr(ir_model *model, ir_node *n, const ir_attr *attr) {
+    ir_attr *na = ARENA_ARRAY(&model->arena, ir_attr, (size_t)n->n_attrs + 1);
+    if (!na) return false;
+    int32_t k = 0;
+    for (int32_t j = 0; j < n->n_attrs; j++)
+        if (strcmp(n->attrs[j].name, attr->name)) na[k++] = n->attrs[j];
+    na[k] = *attr;
+    if (!na[k].doc) na[k].doc = "";
+    n->attrs = na;
+    n->n_attrs = k + 1;
+    return true;
+}
+
 int64_t ir_node_attr_int(const ir_node *n, const char *name, int64_t dflt) {
     const ir_attr *a = ir_node_attr(n, name);
     return (a && a->type == IR_ATTR_INT) ? a->i : dflt;

@@ -349,6 +349,10 @@ const char *ir_type_str(ir_model *model, const ir_type *t);
 
 /* Attribute lookup by name; NULL if absent. */
 const ir_attr *ir_node_attr(const ir_node *n, const char *name);
+/* Sets *attr on node n (passes and the builder marking nodes): replaces the attributes of
+ * the same name, else appends. The node gets a new attribute array in the model arena;
+ * attr's name and payload must live as long as the model. false when out of memory. */
+bool ir_node_set_attr(ir_model *model, ir_node *n, const ir_attr *attr);
 int64_t ir_node_attr_int(const ir_node *n, const char *name, int64_t dflt);
 float ir_node_attr_float(const ir_node *n, const char *name, float dflt);
 

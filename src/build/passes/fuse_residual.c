@@ -47,20 +47,17 @@ static bool is_op(const ir_node *n, const char *op) { return !n->domain[0] && !s
 /* Appends input value v and an int attribute name=index to node p (arena memory). */
 static bool add_input_attr(ir_model *model, ir_node *p, int32_t v, const char *name) {
     int32_t *ins = ARENA_ARRAY(&model->arena, int32_t, p->n_inputs + 1);
-    ir_attr *na = ARENA_ARRAY(&model->arena, ir_attr, p->n_attrs + 1);
-    if (!ins || !na) return false;
+    if (!ins) return false;
     if (p->n_inputs) memcpy(ins, p->inputs, (size_t)p->n_inputs * sizeof *ins);
     ins[p->n_inputs] = v;
-    if (p->n_attrs) memcpy(na, p->attrs, (size_t)p->n_attrs * sizeof *na);
-    memset(&na[p->n_attrs], 0, sizeof na[0]);
-    na[p->n_attrs].name = name;
-    na[p->n_attrs].type = IR_ATTR_INT;
-    na[p->n_attrs].i = p->n_inputs;
-    na[p->n_attrs].doc = "";
+    ir_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = name;
+    a.type = IR_ATTR_INT;
+    a.i = p->n_inputs;
+    if (!ir_node_set_attr(model, p, &a)) return false;
     p->inputs = ins;
-    p->attrs = na;
     p->n_inputs++;
-    p->n_attrs++;
     return true;
 }
 

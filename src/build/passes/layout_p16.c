@@ -61,24 +61,14 @@ static bool p16_shape(const ir_value *v) {
     return hw > 0 && hw % 16 == 0;
 }
 
-/* Sets (or ORs into) node n's int attribute kiln_p16. */
+/* ORs bits into node n's int attribute kiln_p16. */
 static bool mark(ir_model *model, ir_node *n, int64_t bits) {
-    for (int32_t i = 0; i < n->n_attrs; i++)
-        if (!strcmp(n->attrs[i].name, "kiln_p16") && n->attrs[i].type == IR_ATTR_INT) {
-            n->attrs[i].i |= bits;
-            return true;
-        }
-    ir_attr *na = ARENA_ARRAY(&model->arena, ir_attr, n->n_attrs + 1);
-    if (!na) return false;
-    if (n->n_attrs) memcpy(na, n->attrs, (size_t)n->n_attrs * sizeof *na);
-    memset(&na[n->n_attrs], 0, sizeof na[0]);
-    na[n->n_attrs].name = "kiln_p16";
-    na[n->n_attrs].type = IR_ATTR_INT;
-    na[n->n_attrs].i = bits;
-    na[n->n_attrs].doc = "";
-    n->attrs = na;
-    n->n_attrs++;
-    return true;
+    ir_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = "kiln_p16";
+    a.type = IR_ATTR_INT;
+    a.i = ir_node_attr_int(n, "kiln_p16", 0) | bits;
+    return ir_node_set_attr(model, n, &a);
 }
 
 /* The bits reader r needs for value v, or 0 when it cannot read v in P16. */
