@@ -197,6 +197,23 @@ typedef struct dw_job {
 
 static void dw_run(void *user, int64_t begin, int64_t end);
 
+/* What of the epilogue the vector depthwise kernels apply in registers: with `on` (no
+ * residual, no activation other than ReLU or Clip) the bias, ReLU, or the clamp [lo, hi]
+ * (infinite without Clip); without it the caller applies the whole epilogue after each
+ * plane. */
+typedef struct dw_inreg {
+    bool on, relu;
+    float lo, hi;
+} dw_inreg;
+
+static dw_inreg dw_inreg_of(const cpu_epilogue *ep) {
+    bool on = !ep->residual &&
+              (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU || ep->act.kind == CPU_ACT_CLIP);
+    bool clip = on && ep->act.kind == CPU_ACT_CLIP;
+    return (dw_inreg){on, on && ep->act.kind == CPU_ACT_RELU, clip ? ep->act.a : -INFINITY,
+                      clip ? ep->act.b : INFINITY};
+}
+
 /* Whether the depthwise conv runs 8 channels at a time (cpu_conv_dw8_avx2) rather than a
  * plane at a time: for output planes up to 56x56, where the plane kernel's per-row setup
  * outweighs its FMAs. MobileNetV2's 3x3 depthwise shapes, bench_layers, 1 thread, thread
@@ -224,16 +241,14 @@ static void dw8_run(void *user, int64_t begin, int64_t end) {
         return;
     }
     const cpu_epilogue *ep = j->ep;
-    bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||
-                                   ep->act.kind == CPU_ACT_CLIP);
-    bool relu = inreg && ep->act.kind == CPU_ACT_RELU, clip = inreg && ep->act.kind == CPU_ACT_CLIP;
+    dw_inreg in = dw_inreg_of(ep);
     for (int64_t b = begin; b < end; b++) {
         int64_t c0 = b * 8;
         int nc = (int)(j->channels - c0 < 8 ? j->channels - c0 : 8);
-        const float *bias = inreg && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias + c0 : NULL;
-        cpu_conv_dw8_avx2(g, j->x + c0 * IS, IS, j->w + c0 * KK, nc, j->y + c0 * OS, OS, bias, relu,
-                          clip ? ep->act.a : -INFINITY, clip ? ep->act.b : INFINITY, buf);
-        if (!inreg) cpu_epilogue_apply(ep, j->y, OS, c0, c0 + nc, 0, OS);
+        const float *bias = in.on && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias + c0 : NULL;
+        cpu_conv_dw8_avx2(g, j->x + c0 * IS, IS, j->w + c0 * KK, nc, j->y + c0 * OS, OS, bias, in.relu, in.lo,
+                          in.hi, buf);
+        if (!in.on) cpu_epilogue_apply(ep, j->y, OS, c0, c0 + nc, 0, OS);
     }
     free(buf);
 }
@@ -250,18 +265,15 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
         buf = kiln_realloc_array(NULL, (size_t)scratch + 16, sizeof(float));
     /* with it, bias and ReLU/Clip go in the kernel's registers; anything else after the plane */
     const cpu_epilogue *ep = j->ep;
-    bool inreg = !ep->residual && (ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU ||
-                                   ep->act.kind == CPU_ACT_CLIP);
-    bool relu = inreg && ep->act.kind == CPU_ACT_RELU, clip = inreg && ep->act.kind == CPU_ACT_CLIP;
+    dw_inreg in = dw_inreg_of(ep);
     for (int64_t t = begin; t < end; t++) { /* t = image * channels + channel */
         int64_t c = t % j->channels;
         const float *xc = j->x + t * H * W, *wc = j->w + c * KH * KW;
         float *yc = j->y + t * OH * OW;
         if (buf) {
-            float bias = inreg && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias[t] : 0.f;
-            cpu_conv_dw_plane_avx2(g, xc, wc, yc, buf, bias, relu, clip ? ep->act.a : -INFINITY,
-                                   clip ? ep->act.b : INFINITY);
-            if (!inreg) cpu_epilogue_apply(ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
+            float bias = in.on && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias[t] : 0.f;
+            cpu_conv_dw_plane_avx2(g, xc, wc, yc, buf, bias, in.relu, in.lo, in.hi);
+            if (!in.on) cpu_epilogue_apply(ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
             continue;
         }
         memset(yc, 0, sizeof(float) * (size_t)(OH * OW));
@@ -369,17 +381,13 @@ static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, 
     return conv_run_impl(ctx, inputs, n_in, outputs, n_out, algo, ir_node_attr_int(ctx->node, "kiln_p16", 0));
 }
 
-/* Whether a Conv marked P16 can run its P16 data directly: a 2-D 1x1 stride-1 unpadded
- * dense conv with constant weights on the packed-GEMM path, a multiple of 16 positions,
- * and a 32-byte aligned P16 input (the kernels' aligned loads). */
-static bool conv_p16_direct(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int32_t nsp, int64_t group, const float *X,
-                            int64_t p16) {
-    if (nsp != 2 || group != 1 || g->out_size % 16 != 0 || !ctx->state || !cpu_gemm_packed_supported() ||
-        !cpu_input_is_const(ctx, 1))
-        return false;
-    for (int32_t i = 0; i < nsp; i++)
-        if (g->k[i] != 1 || g->stride[i] != 1 || g->pad0[i] != 0 || g->pad1[i] != 0) return false;
-    return !(p16 & CPU_CONV_P16_X) || ((uintptr_t)X & 31) == 0;
+/* Whether a Conv marked P16 can run its P16 data directly: a 2-D pointwise dense conv
+ * whose weights the packed GEMM takes (packable), a multiple of 16 positions, and a
+ * 32-byte aligned P16 input (the kernels' aligned loads). */
+static bool conv_p16_direct(const cpu_conv_geom *g, int32_t nsp, int64_t group, bool pointwise, bool packable,
+                            const float *X, int64_t p16) {
+    return nsp == 2 && group == 1 && pointwise && packable && g->out_size % 16 == 0 &&
+           (!(p16 & CPU_CONV_P16_X) || ((uintptr_t)X & 31) == 0);
 }
 
 static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
@@ -415,7 +423,13 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         if (w->dims[2 + i] != g.k[i])
             return cpu_kernel_fail(ctx, KILN_ERR_SHAPE, "kernel_shape[%d]=%lld differs from W's dim %lld", i,
                                    (long long)g.k[i], (long long)w->dims[2 + i]);
-    if (p16 && !conv_p16_direct(ctx, &g, nsp, group, x->data, p16))
+    bool pointwise = true; /* 1x1, stride 1, no padding */
+    for (int32_t i = 0; i < nsp; i++)
+        if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
+    /* constant weights on an AVX2 machine: packed once into the node state for kiln's own
+     * GEMM (cpu_gemm_avx2.c says why) or transformed for Winograd */
+    bool packable = ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1);
+    if (p16 && !conv_p16_direct(&g, nsp, group, pointwise, packable, x->data, p16))
         return cpu_conv_p16_fallback(ctx, inputs, n_in, outputs, n_out, p16, conv_run_rows, (int)algo);
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
@@ -450,18 +464,14 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         return KILN_OK;
     }
 
-    if (algo != CONV_GEMM && ctx->state && cpu_winograd_applies(&g, group, C, M) && cpu_gemm_packed_supported() &&
-        cpu_input_is_const(ctx, 1) &&
+    if (algo != CONV_GEMM && packable && cpu_winograd_applies(&g, group, C, M) &&
         conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, &st))
         return st;
 
-    bool pointwise = true;
-    for (int32_t i = 0; i < nsp; i++)
-        if (g.k[i] != 1 || g.stride[i] != 1 || g.pad0[i] != 0 || g.pad1[i] != 0) pointwise = false;
-    /* Constant weights on an AVX2 machine: pack them once and use kiln's own GEMM
-     * (cpu_gemm_avx2.c says why); otherwise OpenBLAS through cpu_sgemm. */
+    /* packable: pack the weights once and use kiln's own GEMM; otherwise OpenBLAS through
+     * cpu_sgemm */
     conv_state *cs = NULL;
-    if (ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1)) {
+    if (packable) {
         cs = conv_state_get(ctx);
         if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
         if (!cs->packed || cs->packed_src != Wt || cs->n_packed != group || cs->packed_M != Mg || cs->packed_K != Kdim) {
