@@ -764,8 +764,7 @@ static tile_args tile_args_make(int64_t M, int64_t N, float *C, int64_t ldc, con
                                 cpu_gemm_io io) {
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
     return (tile_args){M,    N,     C,     ldc,     ep,       has_ep, has_ep && act_in_tile(ep->act.kind),
-                       cpu_gemm_avx512_usable() && !io.c_p16 && !io.res_p16,
-                       tile, false, false, io.c_p16, io.res_p16 && ep && ep->residual};
+                       cpu_gemm_avx512_usable(), tile, false, false, io.c_p16, io.res_p16 && ep && ep->residual};
 }
 
 /* The P16 layouts, for the 16 columns of B panel np: a C (or residual) pointer and row
@@ -984,13 +983,31 @@ static void fn_pack_run(void *user, int64_t p0, int64_t p1) {
         }
 }
 
+/* Whether pa is a packed A of M x K (else the error says so). */
+static bool packed_a_matches(const cpu_gemm_packed *pa, int64_t M, int64_t K, kiln_error *err) {
+    if (pa && !pa->is_b && pa->rows == M && pa->K == K) return true;
+    kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M, (long long)K);
+    return false;
+}
+
+/* Packs all of row-major B [K, N] (row stride ldb) into scratch, in parallel; *out gets it. */
+static kiln_status pack_b_whole(cpu_threadpool *pool, const float *B, int64_t ldb, int64_t N, int64_t K,
+                                cpu_gemm_scratch *scratch, float **out, kiln_error *err) {
+    int64_t Npad = round_up(N, NR);
+    if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
+    float *d = scratch_get(scratch, Npad * K);
+    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
+    pack_job j = {B, ldb, N, K, Npad, d};
+    cpu_parallel_for(pool, Npad / NR, 4, pack_b_run, &j);
+    *out = d;
+    return KILN_OK;
+}
+
 kiln_status cpu_sgemm_packed_a_fn(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
                                   cpu_gemm_pack_b_fn pack_b, void *pack_user, float *C, int64_t ldc,
                                   const cpu_epilogue *ep, cpu_gemm_scratch *scratch, kiln_error *err) {
     int64_t Npad = round_up(N, NR);
-    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
-        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
-                            (long long)K);
+    if (!packed_a_matches(pa, M, K, err)) return KILN_ERR_INTERNAL;
     if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
     float *d = scratch_get(scratch, Npad * K);
     if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
@@ -1003,17 +1020,15 @@ kiln_status cpu_sgemm_packed(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                              const float *A, int64_t lda, const cpu_gemm_packed *pb, const float *B, int64_t ldb,
                              float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_scratch *scratch,
                              kiln_error *err) {
-    int64_t Mpad = round_up(M, MR), Npad = round_up(N, NR);
+    int64_t Mpad = round_up(M, MR);
     const float *PA, *PB;
     if (pa) {
         if (pa->is_b || pa->rows != M || pa->K != K)
             return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A is %lldx%lld, GEMM wants %lldx%lld",
                                 (long long)pa->rows, (long long)pa->K, (long long)M, (long long)K);
-        if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
-        float *d = scratch_get(scratch, Npad * K);
-        if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
-        pack_job j = {B, ldb, N, K, Npad, d};
-        cpu_parallel_for(pool, Npad / NR, 4, pack_b_run, &j);
+        float *d = NULL;
+        kiln_status st = pack_b_whole(pool, B, ldb, N, K, scratch, &d, err);
+        if (st != KILN_OK) return st;
         PA = pa->data;
         PB = d;
     } else {
@@ -1137,9 +1152,7 @@ static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                              cpu_gemm_pack_b_fn pack_b, void *pack_user, const float *rows_b, int64_t rows_ld,
                              float *C, int64_t ldc, const cpu_epilogue *ep, cpu_gemm_io io, cpu_gemm_scratch *scratch,
                              kiln_error *err) {
-    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
-        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
-                            (long long)K);
+    if (!packed_a_matches(pa, M, K, err)) return KILN_ERR_INTERNAL;
     int64_t threads = cpu_threadpool_size(pool);
     int64_t n_tasks = (round_up(N, NR) / NR + NC_PANELS - 1) / NC_PANELS;
     int64_t n_slots = threads < n_tasks ? threads : n_tasks;
@@ -1176,9 +1189,7 @@ kiln_status cpu_sgemm_packed_a_rows_local(cpu_threadpool *pool, int64_t M, int64
 kiln_status cpu_sgemm_conv1x1(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,
                               const float *B, float *C, const cpu_epilogue *ep, cpu_gemm_io io,
                               cpu_gemm_scratch *scratch, kiln_error *err) {
-    if (!pa || pa->is_b || pa->rows != M || pa->K != K)
-        return kiln_err_set(err, KILN_ERR_INTERNAL, "packed A does not match the GEMM (%lldx%lld)", (long long)M,
-                            (long long)K);
+    if (!packed_a_matches(pa, M, K, err)) return KILN_ERR_INTERNAL;
     io.res_p16 = io.res_p16 && ep && ep->residual;
     if ((io.b_p16 || io.c_p16 || io.res_p16) && N % NR != 0)
         return kiln_err_set(err, KILN_ERR_INTERNAL, "P16 layout needs a multiple of 16 columns (got %lld)",
@@ -1191,11 +1202,7 @@ kiln_status cpu_sgemm_conv1x1(cpu_threadpool *pool, int64_t M, int64_t N, int64_
     }
     if (cpu_sgemm_local_b_preferred(pool, M, N, K))
         return run_local(pool, M, N, K, pa, NULL, NULL, B, N, C, N, ep, io, scratch, err);
-    int64_t Npad = round_up(N, NR);
-    if (!size_ok(Npad, K)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to pack");
-    float *d = scratch_get(scratch, Npad * K);
-    if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
-    pack_job j = {B, N, N, K, Npad, d};
-    cpu_parallel_for(pool, Npad / NR, 4, pack_b_run, &j);
-    return run_tasks(pool, M, N, K, pa->data, d, C, N, ep, io);
+    float *d = NULL;
+    kiln_status st = pack_b_whole(pool, B, N, N, K, scratch, &d, err);
+    return st != KILN_OK ? st : run_tasks(pool, M, N, K, pa->data, d, C, N, ep, io);
 }
