@@ -66,8 +66,11 @@ kiln_status cpu_conv_p16_fallback(cpu_kernel_ctx *ctx, const rt_value *const *in
         if (st == KILN_OK) ins[0] = &views[0];
     }
     if (st == KILN_OK && (p16 & CPU_CONV_P16_RES) && res_index >= 0 && cpu_in(inputs, n_in, res_index)) {
-        st = p16_unpack_input(ctx, cpu_in(inputs, n_in, res_index), &views[1], &copies[1]);
-        if (st == KILN_OK) ins[res_index] = &views[1];
+        if (copies[0] && inputs[res_index] == inputs[0]) ins[res_index] = &views[0]; /* X is its own residual */
+        else {
+            st = p16_unpack_input(ctx, cpu_in(inputs, n_in, res_index), &views[1], &copies[1]);
+            if (st == KILN_OK) ins[res_index] = &views[1];
+        }
     }
     if (st == KILN_OK) st = run(ctx, ins, n_in, outputs, n_out, algo);
     if (st == KILN_OK && (p16 & CPU_CONV_P16_Y) && n_out > 0 && outputs[0].kind == IR_TYPE_TENSOR) {
