@@ -278,29 +278,35 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
                 fflush(stderr);
                 printed = true;
             }
-            double best_ms = 0;
-            for (int32_t k = 0; k < nfit; k++) {
-                double ms;
-                bool cached = cache && key && build_timing_cache_get(cache, key, fit[k]->name, &ms);
-                if (cached) {
-                    stats->cache_hits++;
-                } else {
-                    if (!pool) {
-                        kiln_error perr = {0};
-                        if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
-                        kiln_err_clear(&perr);
-                    }
-                    kiln_error terr = {0};
-                    if (build_tactic_time(fit[k], &q, pool, 5, &ms, &terr) != KILN_OK) ms = -1;
-                    kiln_err_clear(&terr);
-                    stats->timed++;
-                    if (ms >= 0 && cache && key) build_timing_cache_put(cache, key, fit[k]->name, ms);
+            /* all from the cache, or all timed now against each other (tactic_timing.c:
+             * times taken at different moments on a shared machine do not compare) */
+            double ms[BUILD_MAX_TACTICS];
+            int32_t cached = 0;
+            for (int32_t k = 0; k < nfit; k++)
+                if (cache && key && build_timing_cache_get(cache, key, fit[k]->name, &ms[k])) cached++;
+            if (cached == nfit) {
+                stats->cache_hits += cached;
+            } else {
+                if (!pool) {
+                    kiln_error perr = {0};
+                    if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
+                    kiln_err_clear(&perr);
                 }
-                if (ms >= 0 && (best_ms == 0 || ms < best_ms || (k > 0 && plan->layers[i].time_ms < 0))) {
-                    best_ms = ms;
+                kiln_error terr = {0};
+                int rounds = o->timing_rounds > 0 ? o->timing_rounds : BUILD_DEFAULT_TIMING_ROUNDS;
+                if (build_tactics_time(fit, nfit, &q, pool, rounds, ms, &terr) != KILN_OK)
+                    for (int32_t k = 0; k < nfit; k++) ms[k] = -1;
+                kiln_err_clear(&terr);
+                stats->timed += nfit;
+                for (int32_t k = 0; k < nfit; k++)
+                    if (ms[k] >= 0 && cache && key) build_timing_cache_put(cache, key, fit[k]->name, ms[k]);
+            }
+            double best_ms = 0;
+            for (int32_t k = 0; k < nfit; k++)
+                if (ms[k] >= 0 && (best_ms == 0 || ms[k] < best_ms)) {
+                    best_ms = ms[k];
                     best = k;
                 }
-            }
             l->time_ms = best_ms;
             free(key);
         }

@@ -52,7 +52,12 @@ typedef struct build_options {
      * each shape, or from the timing cache). */
     const char *backend;
     const char *gpu_arch, *cuda_version, *cublas_version, *cudnn_version;
+    /* Appended: rounds of tactic timing (build_tactics_time); 0 = BUILD_DEFAULT_TIMING_ROUNDS.
+     * trtexec's --avgTiming sets it. */
+    int timing_rounds;
 } build_options;
+
+#define BUILD_DEFAULT_TIMING_ROUNDS 5
 
 build_options build_options_default(void);
 

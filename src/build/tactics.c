@@ -1,11 +1,10 @@
-/* tactics.c - the CPU tactic table, candidate selection, cache keys and timing (tactics.h). */
+/* tactics.c - the CPU tactic table, candidate selection and cache keys (tactics.h); timing is in tactic_timing.c. */
 #include "build/tactics.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backends/cpu/cpu_conv.h"
@@ -246,110 +245,3 @@ char *build_tactic_key_threads(const build_tactic_query *q, uint64_t features, i
     return sb.failed ? (sb_free(&sb), NULL) : sb_take(&sb);
 }
 
-/* More than the last-level cache of the machines kiln targets (32 MiB on Zen 3 EPYC). */
-#define BUILD_TACTIC_COLD_BYTES (48u << 20)
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
-                              double *ms, kiln_error *err) {
-    const ir_node *node = q->node;
-    for (int32_t i = 0; i < node->n_attrs; i++)
-        if (node->attrs[i].type == IR_ATTR_GRAPH || node->attrs[i].type == IR_ATTR_GRAPHS)
-            return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' has subgraphs: not timed", node->name);
-    cpu_kernel_fn fn = t->run ? t->run : cpu_kernel_find(node->domain, node->op_type, node->opset);
-    if (!fn) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "no kernel for %s", node->op_type);
-    if (q->n_in > 64 || q->n_out > 64) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "too many inputs to time");
-    rt_value vals[64], outs[64];
-    const rt_value *ins[64];
-    kiln_status st = KILN_OK;
-    for (int32_t i = 0; i < q->n_in; i++) {
-        rt_value_init(&vals[i]);
-        ins[i] = NULL;
-    }
-    for (int32_t i = 0; i < q->n_out; i++) rt_value_init(&outs[i]);
-    uint32_t seed = 12345;
-    for (int32_t i = 0; i < q->n_in && st == KILN_OK; i++) {
-        const ir_type *ty = q->in[i];
-        int32_t vid = i < node->n_inputs ? node->inputs[i] : IR_NONE;
-        if (!ty || vid == IR_NONE) continue;
-        const ir_value *v = &q->graph->values[vid];
-        if (v->init && v->init->data) {
-            st = rt_tensor_from_ir(rt_value_as_tensor(&vals[i]), v->init, err);
-            ins[i] = &vals[i];
-            continue;
-        }
-        if (ty->kind != IR_TYPE_TENSOR || ty->rank < 0 || ty->rank > RT_MAX_RANK || ty->dtype == KILN_DTYPE_STRING) {
-            st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "input %d of '%s' is not a plain tensor: not timed", i, node->name);
-            break;
-        }
-        int64_t dims[RT_MAX_RANK];
-        for (int32_t d = 0; d < ty->rank; d++) {
-            if (!ty->dims || ty->dims[d].kind != IR_DIM_CONST) {
-                st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "input %d of '%s' has no concrete shape", i, node->name);
-                break;
-            }
-            dims[d] = ty->dims[d].value;
-        }
-        if (st != KILN_OK) break;
-        rt_tensor *tt = rt_value_as_tensor(&vals[i]);
-        st = rt_tensor_alloc_zero(tt, ty->dtype, ty->rank, dims, err);
-        if (st != KILN_OK) break;
-        if (ty->dtype == KILN_DTYPE_FLOAT) {
-            float *f = tt->data;
-            for (uint64_t k = 0; k < tt->count; k++) f[k] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
-        }
-        /* integer inputs (indices, shapes) stay zero: always in range */
-        ins[i] = &vals[i];
-    }
-    double samples[64];
-    int n = reps < 1 ? 1 : reps > 64 ? 64 : reps;
-    void *state = NULL;
-    void (*state_free)(void *) = NULL;
-    /* Each timed run starts with cold caches: inside a network every node's weights are
-     * used once per inference and evicted by the others' (ResNet-50's 100 MB), so a
-     * tactic whose repacked weights are larger (Winograd's are 1.8-4x) must be timed
-     * reading them from memory, not from an L3 that back-to-back runs keep warm. */
-    size_t cold_n = (size_t)BUILD_TACTIC_COLD_BYTES / sizeof(float);
-    float *cold = malloc(cold_n * sizeof(float));
-    /* written once (untouched pages would all map the one zero page), then only read
-     * before each run: reads evict without leaving dirty lines for the run to write back */
-    if (cold) memset(cold, 0, cold_n * sizeof(float));
-    volatile float sink = 0;
-    for (int r = 0; r <= n && st == KILN_OK; r++) { /* r == 0 warms up (state, caches) */
-        cpu_kernel_ctx ctx = {.model = q->model, .graph = q->graph, .node = node, .pool = pool, .err = err,
-                              .state = &state, .state_free = &state_free};
-        if (cold) {
-            float acc = 0;
-            for (size_t k = 0; k < cold_n; k += 16) acc += cold[k];
-            sink = acc;
-        }
-        double t0 = now_ms();
-        st = fn(&ctx, ins, q->n_in, outs, q->n_out);
-        double t1 = now_ms();
-        for (int32_t i = 0; i < q->n_out; i++) rt_value_release(&outs[i]);
-        if (r > 0) samples[r - 1] = t1 - t0;
-    }
-    free(cold);
-    (void)sink;
-    if (state && state_free) state_free(state);
-    for (int32_t i = 0; i < q->n_in; i++) rt_value_release(&vals[i]);
-    if (st != KILN_OK) return st;
-    qsort(samples, (size_t)n, sizeof samples[0], cmp_d);
-    /* The minimum, not the median: on a shared machine the noise only ever adds time, and
-     * with 5 samples the median still carried it. ResNet-50 at 2 threads, 4-5 builds each
-     * at load 1-1.4: with the median, 5 of 52 stage 1-3 Winograd choices flipped to the
-     * other tile size from build to build and the 7x7 layers went F(2x2), F(4x4) or the
-     * GEMM; with the minimum 2 of 65 flipped and the 7x7 layers were F(2x2) every time. */
-    *ms = samples[0];
-    return KILN_OK;
-}

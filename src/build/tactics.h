@@ -79,11 +79,16 @@ char *build_tactic_key_threads(const build_tactic_query *q, uint64_t features, i
 /* threads as the CPU pool resolves it: > 0 unchanged, else the online CPU count */
 int build_tactic_threads_resolve(int threads);
 
-/* Times a tactic: runs it `reps` times on inputs of the query's shapes (initializer data
- * where the node reads initializers, deterministic pseudo-random data elsewhere), each run
- * after evicting the caches (as inside a whole network), and returns the fastest time in
- * ms. Fails (KILN_ERR_UNSUPPORTED) for nodes with subgraphs or
- * non-tensor inputs: those are not timed. */
+/* Times a node's candidate tactics against each other (tactic_timing.c): `rounds` rounds
+ * after one warm-up round, each round running every tactic once in alternating order
+ * (forward, then backward), each run after evicting the caches (as inside a whole
+ * network), on inputs of the query's shapes (initializer data where the node reads
+ * initializers, deterministic pseudo-random data elsewhere). ms[k] is tactic k's fastest
+ * run in ms, or -1 when its kernel failed. Fails (KILN_ERR_UNSUPPORTED) for nodes with
+ * subgraphs or non-tensor inputs: those are not timed. */
+kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const build_tactic_query *q,
+                               cpu_threadpool *pool, int rounds, double *ms, kiln_error *err);
+/* One tactic alone (`reps` rounds); fails when its kernel fails. */
 kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
                               double *ms, kiln_error *err);
 

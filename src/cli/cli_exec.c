@@ -241,6 +241,7 @@ static int build_from_onnx(exec_state *s) {
                         (f->bf16 ? ENGINE_PREC_FLAG_BF16 : 0) | (f->no_tf32 ? ENGINE_PREC_FLAG_NO_TF32 : 0) |
                         (f->best ? ENGINE_PREC_FLAG_BEST : 0);
     o.timing_cache = f->timing_cache;
+    o.timing_rounds = f->avg_timing;
     o.cpu_features = cpu_features();
     o.source_model = f->onnx;
     o.source_size = file_size(f->onnx);

@@ -26,7 +26,7 @@ static const char *const known_flags[] = {
     "--exportOutput", "--exportTimes", "--exportProfile", "--dumpProfile", "--dumpOutput",
     "--separateProfileRun", "--timingCacheFile", "--verbose", "--device", "--noTF32", "--fp16", "--int8",
     "--best", "--bf16", "--calib", "--backend", "--json", "--help", "--noDataTransfers", "--useCudaGraph",
-    "--noCudaGraph", "--useSpinWait", "--inputIOFormats", "--outputIOFormats",
+    "--noCudaGraph", "--useSpinWait", "--inputIOFormats", "--outputIOFormats", "--avgTiming",
 };
 #define N_KNOWN ((int)(sizeof known_flags / sizeof known_flags[0]))
 
@@ -41,7 +41,7 @@ static const char *const gpu_only_flags[] = {
     "--excludeLeanRuntime", "--maxAuxStreams", "--persistentCacheRatio", "--exposeDMA", "--idleTime",
     "--sleepTime", "--plugins", "--staticPlugins", "--dynamicPlugins", "--setPluginsToSerialize",
     "--exportLayerInfo", "--refit", "--stripWeights", "--preview", "--heuristic", "--noCompilationCache",
-    "--tempdir", "--tempfileControls", "--markDebug", "--minTiming", "--avgTiming", "--getPlanVersionOnly",
+    "--tempdir", "--tempfileControls", "--markDebug", "--minTiming", "--getPlanVersionOnly",
     "--timeRefit", "--fp8", "--int4", "--allocationStrategy", "--weightStreaming", "--weightStreamingBudget",
     "--saveEngineDir", "--useProfile", "--maxBatch", "--batch", "--calibProfile",
     "--timeDeserialize",
@@ -340,6 +340,11 @@ int exec_flags_parse(int argc, char **argv, exec_flags *f, bool *help, strbuf *e
             }
             if (name[2] == 'i') f->input_io_formats = v;
             else f->output_io_formats = v;
+        } else if (!strcmp(name, "--avgTiming")) {
+            /* trtexec averages N runs per tactic; kiln times the candidates of a node in N
+             * alternating rounds and keeps each one's fastest run (tactic_timing.c) */
+            NEED_VALUE("--avgTiming=8");
+            if (!parse_int(v, 1, 64, &f->avg_timing)) return fail(err, "--avgTiming: '%s' is not a count 1..64", v);
         } else if (!strcmp(name, "--timingCacheFile")) {
             NEED_VALUE("--timingCacheFile=timing.cache");
             f->timing_cache = v;
@@ -403,6 +408,8 @@ void exec_print_help(void) {
         "  --memPoolSize=workspace:N  scratch limit per layer (MiB, or with K/M/G: workspace:1G)\n"
         "  --workspace=N            the same in MiB (older trtexec spelling)\n"
         "  --timingCacheFile=FILE   reuse and save kernel timings\n"
+        "  --avgTiming=N            CPU tactic timing: N alternating rounds per node (5), each\n"
+        "                           candidate's fastest run wins\n"
         "  --inputIOFormats=spec    input types the engine takes: type:chw per input, or one for\n"
         "                           all (fp32, fp16, bf16, int32, int64, int8, uint8, bool);\n"
         "                           e.g. fp16:chw halves the input copy of an --fp16 engine\n"

@@ -68,6 +68,7 @@ typedef struct exec_flags {
     bool use_spin_wait;      /* --useSpinWait (accepted; kiln always waits by blocking sync) */
     /* --inputIOFormats / --outputIOFormats as given (checked by build_io_spec_parse) */
     const char *input_io_formats, *output_io_formats;
+    int avg_timing; /* --avgTiming=N: rounds of CPU tactic timing, 0 = the builder's default */
     /* notes about accepted flags that do not apply (GPU-only): printed as warnings */
     strbuf notes;
     /* the command as typed, for the &&&& lines */

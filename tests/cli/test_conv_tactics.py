@@ -118,3 +118,16 @@ def check_outputs(model, engine, tmp_path):
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
     return got
+
+
+def test_avg_timing_sets_the_rounds_and_rejects_bad_counts(model, tmp_path):
+    if not avx2_fma():
+        pytest.skip("no AVX2+FMA on this CPU: the Winograd tactics are not offered")
+    engine = tmp_path / "e.engine"
+    p = run("exec", f"--onnx={model}", f"--saveEngine={engine}", "--avgTiming=2", "--skipInference")
+    assert "Tactics: 3 timed" in p.stdout
+    assert "--avgTiming: a TensorRT" not in p.stdout + p.stderr  # taken, not ignored as a GPU-only flag
+    assert layer_tactics(engine)["wino"] in CONV_TACTICS
+    for bad in ("0", "65", "two"):
+        p = run("exec", f"--onnx={model}", f"--avgTiming={bad}", "--skipInference", check_rc=2)
+        assert f"--avgTiming: '{bad}' is not a count 1..64" in p.stderr

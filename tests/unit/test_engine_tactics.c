@@ -152,6 +152,54 @@ static void test_timing_picks_faster_variant(void **state) {
     ir_model_free(c.m);
 }
 
+/* A machine that is slow for its first SPELL_RUNS kernel runs (+6 ms each), whichever
+ * tactic runs then: "early" is the faster tactic (1 ms against 3 ms) and is listed first.
+ * Timed back to back, all of its runs would fall in the slow spell and "late" would win. */
+#define SPELL_RUNS 5
+static int g_runs;
+static void sleep_ms(long ms) {
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+static kiln_status run_early(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {
+    (void)ctx, (void)in, (void)n_in, (void)out, (void)n_out;
+    sleep_ms(++g_runs <= SPELL_RUNS ? 7 : 1);
+    return KILN_OK;
+}
+static kiln_status run_late(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {
+    (void)ctx, (void)in, (void)n_in, (void)out, (void)n_out;
+    sleep_ms(++g_runs <= SPELL_RUNS ? 9 : 3);
+    return KILN_OK;
+}
+static kiln_status run_fails(cpu_kernel_ctx *ctx, const rt_value *const *in, int32_t n_in, rt_value *out, int32_t n_out) {
+    (void)in, (void)n_in, (void)out, (void)n_out;
+    return cpu_kernel_fail(ctx, KILN_ERR_UNSUPPORTED, "not on this input");
+}
+
+static void test_timing_alternates_through_a_slow_spell(void **state) {
+    (void)state;
+    conv_case c;
+    make_conv(&c, 4, 4, 1, 1, 0);
+    ir_graph_node(c.g, 0)->op_type = "KilnTestOp";
+    const build_tactic early = {"", "KilnTestOp", "early", 0, NULL, NULL, run_early};
+    const build_tactic late = {"", "KilnTestOp", "late", 0, NULL, NULL, run_late};
+    const build_tactic fails = {"", "KilnTestOp", "fails", 0, NULL, NULL, run_fails};
+    const build_tactic *ts[] = {&early, &fails, &late};
+    double ms[3];
+    kiln_error err = {0};
+    g_runs = 0;
+    assert_int_equal(build_tactics_time(ts, 3, &c.q, NULL, 4, ms, &err), KILN_OK);
+    assert_int_equal(g_runs, 10); /* 1 warm-up + 4 timed rounds, each tactic once a round */
+    assert_true(ms[0] >= 0.9 && ms[0] < 3.0);
+    assert_true(ms[1] < 0); /* a failing tactic is reported, the others still timed */
+    assert_true(ms[2] >= 2.9);
+    assert_true(ms[0] < ms[2]);
+    /* alone, the failing tactic is an error */
+    assert_int_not_equal(build_tactic_time(&fails, &c.q, NULL, 2, ms, &err), KILN_OK);
+    kiln_err_clear(&err);
+    ir_model_free(c.m);
+}
+
 static void test_timing_cache_file(void **state) {
     (void)state;
     char path[] = "/tmp/kiln_tc_XXXXXX";
@@ -259,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_timing_cache_key_threads),
         cmocka_unit_test(test_conv_candidates_and_scratch),
         cmocka_unit_test(test_timing_picks_faster_variant),
+        cmocka_unit_test(test_timing_alternates_through_a_slow_spell),
         cmocka_unit_test(test_timing_cache_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
