@@ -338,6 +338,12 @@ int cli_run(int argc, char **argv) {
             build_memplan_free(&plan);
         }
         kiln_err_clear(&pe);
+        const rt_backend *mb = rt_session_backend(s);
+        if (!strcmp(backend, "cpu") && mb->mem_report) {
+            rt_device_mem cm;
+            mb->mem_report(rt_session_backend_ctx(s), &cm);
+            printf("kernel scratch: %.2f MiB, one set shared by all layers\n", (double)cm.workspace / 1048576.0);
+        }
         uint64_t hits = 0, misses = 0;
         rt_executor_arena_counts(rt_session_executor(s), &hits, &misses);
         if (rt_executor_arena_bytes(rt_session_executor(s)))

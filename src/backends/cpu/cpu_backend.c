@@ -10,11 +10,13 @@
 #include <time.h>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/cpu_scratch.h"
 #include "core/bigalloc.h"
 #include "runtime/backend.h"
 
 typedef struct cpu_backend_ctx {
     cpu_threadpool *pool;
+    cpu_scratch scratch; /* the nodes run one at a time: one set of kernel scratch */
 } cpu_backend_ctx;
 
 static kiln_status cpu_create(const rt_backend_options *opts, void **out, kiln_error *err) {
@@ -33,6 +35,7 @@ static void cpu_destroy(void *ctx) {
     cpu_backend_ctx *c = ctx;
     if (!c) return;
     cpu_threadpool_free(c->pool);
+    cpu_scratch_release(&c->scratch);
     free(c);
 }
 
@@ -116,6 +119,7 @@ static kiln_status cpu_run_node(void *ctx, rt_node_call *call) {
     k.state_free = call->state_free;
     k.run_subgraph = cpu_subgraph;
     k.executor = call;
+    k.scratch = &c->scratch;
     cpu_kernel_fn fn = *(cpu_kernel_fn *)call->kernel;
     return fn(&k, call->inputs, call->n_in, call->outputs, call->n_out);
 }
@@ -165,6 +169,13 @@ static uint64_t cpu_timer_elapsed(void *ctx, uint64_t start, uint64_t end) {
     return end > start ? end - start : 0;
 }
 
+/* workspace: the kernel scratch the context holds now (cpu_scratch.h); no device pools */
+static void cpu_mem_report(void *ctx, rt_device_mem *out) {
+    const cpu_backend_ctx *c = ctx;
+    memset(out, 0, sizeof *out);
+    if (c) out->workspace = cpu_scratch_bytes(&c->scratch);
+}
+
 static const rt_backend cpu_backend_table = {
     .api_version = RT_BACKEND_API_VERSION,
     .name = "cpu",
@@ -184,6 +195,7 @@ static const rt_backend cpu_backend_table = {
     .timer_elapsed_ns = cpu_timer_elapsed,
     .foreach_op = cpu_kernel_foreach,
     .unsupported_reason = cpu_unsupported_reason,
+    .mem_report = cpu_mem_report,
 };
 
 const rt_backend *rt_backend_cpu(void) { return &cpu_backend_table; }

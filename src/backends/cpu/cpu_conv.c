@@ -33,6 +33,7 @@
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_scratch.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 #include "core/bigalloc.h"
@@ -85,28 +86,22 @@ static conv_state *conv_state_get(cpu_kernel_ctx *ctx) {
     return s;
 }
 
+/* Scratch for this run: the context's shared set (cpu_scratch.h) when there is one, else
+ * the node's own buffers (grow only, so steady-state runs allocate nothing). */
 static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
+    if (ctx->scratch) return cpu_scratch_grow(&ctx->scratch->col, &ctx->scratch->col_cap, n);
     conv_state *s = conv_state_get(ctx);
-    if (!s) return NULL;
-    if (n > s->col_cap) {
-        float *p = kiln_realloc_array(s->col, (size_t)n, sizeof(float));
-        if (!p) return NULL;
-        s->col = p;
-        s->col_cap = (size_t)n;
-    }
-    return s->col;
+    return s ? cpu_scratch_grow(&s->col, &s->col_cap, n) : NULL;
 }
 
-/* The node's phase-plane buffer with room for `n` floats (grows only); NULL on OOM. */
-static float *conv_phase_buf(conv_state *s, uint64_t n) {
-    if (n > s->phase_cap) {
-        free(s->phase);
-        s->phase_cap = 0;
-        s->phase = kiln_alloc_aligned((size_t)n * sizeof(float)); /* huge pages when large */
-        if (!s->phase) return NULL;
-        s->phase_cap = (size_t)n;
-    }
-    return s->phase;
+/* The phase-plane buffer with room for `n` floats; NULL on OOM. */
+static float *conv_phase_buf(cpu_kernel_ctx *ctx, conv_state *s, uint64_t n) {
+    if (ctx->scratch) return cpu_scratch_grow(&ctx->scratch->phase, &ctx->scratch->phase_cap, n);
+    return cpu_scratch_grow(&s->phase, &s->phase_cap, n);
+}
+
+static cpu_gemm_scratch *conv_gemm_scratch(cpu_kernel_ctx *ctx, conv_state *s) {
+    return ctx->scratch ? &ctx->scratch->gemm : &s->scratch;
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -354,7 +349,7 @@ static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g,
         if (*st != KILN_OK) return true;
     }
     conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
-    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, &cs->wg_scratch, ctx->err);
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, ctx->scratch ? &ctx->scratch->winograd : &cs->wg_scratch, ctx->err);
     return true;
 }
 
@@ -508,7 +503,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         if (kiln_mul_overflow_u64((uint64_t)C, (uint64_t)ph.cstride, &need) || need > (1ull << 34))
             return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "strided Conv input copy of %lld x %lld floats is too large",
                                    (long long)C, (long long)ph.cstride);
-        phase = conv_phase_buf(cs, need);
+        phase = conv_phase_buf(ctx, cs, need);
         if (!phase) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the strided Conv input copy");
     }
     if (!pointwise && !implicit) {
@@ -530,7 +525,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
             if (e.residual) e.residual += n * M * OS;
             e.ld_res = OS;
             st = cpu_sgemm_conv1x1(ctx->pool, M, OS, C, &cs->packed[0], X + n * C * IS, Y + n * M * OS, &e, io,
-                                   &cs->scratch, ctx->err);
+                                   conv_gemm_scratch(ctx, cs), ctx->err);
             if (st != KILN_OK) return st;
         }
         return KILN_OK;
@@ -555,15 +550,15 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
                 cpu_conv_phase_pack pp = {&ph, phased ? phase + gi * Cg * ph.cstride : NULL};
                 st = (local ? cpu_sgemm_packed_a_fn_local : cpu_sgemm_packed_a_fn)(
                     ctx->pool, Mg, OS, Kdim, &cs->packed[gi], phased ? cpu_conv_phase_pack_b : conv_pack_b,
-                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
                 if (st != KILN_OK) return st;
             } else if (local) {
                 st = cpu_sgemm_packed_a_rows_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], B, OS,
-                                                   Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                                                   Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
                 if (st != KILN_OK) return st;
             } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,
-                                      Y + (n * M + gi * Mg) * OS, OS, &e, &cs->scratch, ctx->err);
+                                      Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
                 if (st != KILN_OK) {
                     if (col_owned) free(col);
                     return st;

@@ -23,6 +23,7 @@
 
 typedef struct cpu_threadpool cpu_threadpool;
 typedef struct cpu_kernel_ctx cpu_kernel_ctx;
+typedef struct cpu_scratch cpu_scratch; /* cpu_scratch.h */
 
 /* Runs a subgraph (If/Loop/Scan bodies) with the given inputs; outer-scope values are
  * resolved by the executor. Outputs are written to `outputs` (n_out values). */
@@ -42,6 +43,9 @@ struct cpu_kernel_ctx {
     void (**state_free)(void *state);
     cpu_run_subgraph_fn run_subgraph;
     void *executor; /* opaque, for run_subgraph */
+    /* Scratch shared by all nodes of the execution context (cpu_scratch.h); NULL outside
+     * one (tactic timing, tests): kernels then keep scratch in their node state. */
+    cpu_scratch *scratch;
 };
 
 /* inputs[i] is NULL for an omitted optional input. outputs[i] are released values on
