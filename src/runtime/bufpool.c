@@ -97,6 +97,18 @@ void rt_bufpool_put(void *pool, void *data) {
     pthread_mutex_unlock(&p->mu);
 }
 
+void rt_bufpool_trim(rt_bufpool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_free; i++) {
+        free(p->free_list[i].base);
+        p->stats.bytes_owned -= p->free_list[i].size;
+    }
+    p->n_free = 0;
+    p->stats.bytes_free = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
 rt_bufpool_stats rt_bufpool_get_stats(const rt_bufpool *p) {
     rt_bufpool_stats s = {0};
     if (p) {

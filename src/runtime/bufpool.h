@@ -25,6 +25,10 @@ void *rt_bufpool_get(void *pool, uint64_t nbytes);
 /* Returns a buffer from rt_bufpool_get (the signature of rt_tensor.free_fn). */
 void rt_bufpool_put(void *pool, void *data);
 
+/* Frees every buffer in the free list (those not handed out now). The executor calls it
+ * once the activation arena takes over the tensors the pool served until then. */
+void rt_bufpool_trim(rt_bufpool *p);
+
 typedef struct rt_bufpool_stats {
     uint64_t hits, misses;  /* gets served from the free list / from malloc */
     uint64_t bytes_owned;   /* all buffers the pool allocated and still owns */

@@ -1,8 +1,9 @@
 /* test_bufpool.c - the executor's intermediate-buffer pool (runtime/bufpool.c) and the
  * rt_tensor_alloc hook it is reached through: only targeted tensors take pooled memory,
  * live pooled buffers never overlap (each is poisoned and checked after the others are
- * written), released buffers are recycled for the same size, and an executor run leaves
- * graph outputs on the heap (they outlive the pool).
+ * written), released buffers are recycled for the same size, an executor run leaves
+ * graph outputs on the heap (they outlive the pool), and trimming frees only the buffers
+ * that are not handed out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,10 +92,45 @@ static void test_live_buffers_never_overlap(void **state) {
     rt_bufpool_free(pool);
 }
 
+/* rt_bufpool_trim (called when the activation arena takes over): the free buffers go back
+ * to the system, a buffer still in use stays valid and can be returned afterwards, and a
+ * later request of a trimmed size is a fresh allocation. */
+static void test_trim_frees_only_free_buffers(void **state) {
+    (void)state;
+    rt_bufpool *pool = rt_bufpool_create();
+    assert_non_null(pool);
+    uint8_t *a = rt_bufpool_get(pool, 4096), *b = rt_bufpool_get(pool, 1000), *held = rt_bufpool_get(pool, 300);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(held);
+    memset(held, 0x5a, 300);
+    rt_bufpool_put(pool, a);
+    rt_bufpool_put(pool, b);
+    rt_bufpool_stats s = rt_bufpool_get_stats(pool);
+    assert_true(s.bytes_free >= 5096);
+    rt_bufpool_trim(pool);
+    s = rt_bufpool_get_stats(pool);
+    assert_int_equal(s.bytes_free, 0);
+    assert_true(s.bytes_owned >= 300 && s.bytes_owned < 1000); /* only the held buffer */
+    for (int k = 0; k < 300; k++) assert_int_equal(held[k], 0x5a);
+    uint64_t misses = s.misses;
+    uint8_t *again = rt_bufpool_get(pool, 4096);
+    assert_non_null(again);
+    s = rt_bufpool_get_stats(pool);
+    assert_int_equal(s.misses, misses + 1); /* nothing left to recycle */
+    rt_bufpool_put(pool, again);
+    rt_bufpool_put(pool, held);
+    s = rt_bufpool_get_stats(pool);
+    assert_int_equal(s.bytes_free, s.bytes_owned);
+    rt_bufpool_trim(NULL); /* no pool (KILN_NO_BUFPOOL): nothing to do */
+    rt_bufpool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hook_targets_only),
         cmocka_unit_test(test_live_buffers_never_overlap),
+        cmocka_unit_test(test_trim_frees_only_free_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
