@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -760,6 +761,40 @@ static void report_gpu_state(stream_job *jobs, int ns) {
              (double)m.device_total / (mib * 1024));
 }
 
+/* CPU engines: what the contexts hold for activations and kernel scratch, and the
+ * process's peak resident memory (the engine's weights, mapped from its file, and the
+ * kernels' repacked copies included). Bytes; summed over the stream contexts. */
+typedef struct host_mem {
+    uint64_t arena, pool, scratch, peak_rss;
+} host_mem;
+
+static host_mem cpu_host_memory(stream_job *jobs, int ns) {
+    host_mem m = {0, 0, 0, 0};
+    for (int i = 0; i < ns; i++) {
+        rt_executor *ex = engine_context_executor(jobs[i].ctx);
+        m.arena += rt_executor_arena_bytes(ex);
+        m.pool += rt_executor_bufpool_stats(ex).bytes_owned;
+        rt_session *ss = engine_context_session(jobs[i].ctx);
+        const rt_backend *be = rt_session_backend(ss);
+        if (be->mem_report) {
+            rt_device_mem dm;
+            be->mem_report(rt_session_backend_ctx(ss), &dm);
+            m.scratch += dm.workspace;
+        }
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) m.peak_rss = (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+    return m;
+}
+
+static void report_cpu_memory(const host_mem *m, int ns) {
+    double mib = 1024.0 * 1024.0;
+    perf_log('I', "Host memory: activations %.2f MiB (arena %.2f, buffer pool %.2f), kernel scratch %.2f MiB "
+                  "(one set per context, shared by its layers); %d context%s; process peak RSS %.2f MiB",
+             (double)(m->arena + m->pool) / mib, (double)m->arena / mib, (double)m->pool / mib,
+             (double)m->scratch / mib, ns, ns == 1 ? "" : "s", (double)m->peak_rss / mib);
+}
+
 static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index) {
     exec_flags *f = &s->f;
     kiln_error err = {0};
@@ -905,7 +940,12 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
             perf_log('I', "Timing: %d queries on %d stream%s, %d thread%s each, %g ms warm-up", total, ns,
                      ns == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
         perf_print_averages(all, total, f->avg_runs);
+        host_mem hm = {0, 0, 0, 0};
         if (s->gpu) report_gpu_state(jobs, ns);
+        else {
+            hm = cpu_host_memory(jobs, ns);
+            report_cpu_memory(&hm, ns);
+        }
         perf_summary_opts so = {f->percentiles, f->n_percentiles, !s->gpu, ns, s->threads, s->gpu ? 1.0 : 5.0,
                                 s->gpu && f->no_data_transfers};
         perf_stats lat, comp;
@@ -931,6 +971,10 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         perf_stats_json(&lat, f->percentiles, j);
         sb_append(j, ", \"compute_ms\": ");
         perf_stats_json(&comp, f->percentiles, j);
+        if (!s->gpu)
+            sb_printf(j, ", \"host_memory\": {\"activation_arena_bytes\": %" PRIu64 ", \"buffer_pool_bytes\": %" PRIu64
+                         ", \"kernel_scratch_bytes\": %" PRIu64 ", \"peak_rss_bytes\": %" PRIu64 "}",
+                      hm.arena, hm.pool, hm.scratch, hm.peak_rss);
         if (s->gpu) {
             /* the replays' copies (device events); null when some query ran node by node */
             double *h = malloc(sizeof *h * (size_t)(total ? total : 1)), *d = malloc(sizeof *d * (size_t)(total ? total : 1));

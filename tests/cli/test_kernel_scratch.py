@@ -1,9 +1,10 @@
-"""Kernel scratch is one set per execution context, shared by all layers (cpu_scratch.h).
+"""Host memory of CPU runs: kernel scratch is one set per execution context, shared by all
+layers (cpu_scratch.h), and the buffer pool lets go of what the activation arena took over.
 
 A chain of convolutions that each need scratch (Winograd or im2col for the 3x3s, the
 phase-split copy and packed B panels for the strided ones) must hold no more scratch than
 one link of the chain, and the layers must still compute what ONNX Runtime computes while
-they take turns with the same buffers.
+they take turns with the same buffers. `kiln exec` reports all of it.
 """
 import json
 import os
@@ -76,3 +77,26 @@ def test_layers_sharing_scratch_match_onnxruntime(tmp_path):
     got = np.array(json.loads(out.read_text())[0]["values"], dtype=np.float32).reshape(1, 16, 6, 6)
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_exec_reports_host_memory_and_the_pool_lets_go(tmp_path):
+    model = chain_model(tmp_path / "six.onnx", 6)
+    report = tmp_path / "r.json"
+    p = subprocess.run([KILN, "exec", f"--onnx={model}", f"--json={report}", "--threads=2", "--iterations=5",
+                        "--duration=0", "--warmUp=0"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = re.search(r"Host memory: activations ([\d.]+) MiB \(arena ([\d.]+), buffer pool ([\d.]+)\), kernel scratch "
+                  r"([\d.]+) MiB .*process peak RSS ([\d.]+) MiB", p.stdout)
+    assert m, p.stdout
+    mem = json.loads(report.read_text())["runs"][0]["host_memory"]
+    assert mem["kernel_scratch_bytes"] > 0
+    assert mem["activation_arena_bytes"] > 0
+    # every intermediate has a place in the arena after the first run: the pool's buffers
+    # from that run are freed, not kept next to the arena
+    assert mem["buffer_pool_bytes"] == 0 and float(m.group(3)) == 0
+    assert mem["peak_rss_bytes"] > mem["kernel_scratch_bytes"] + mem["activation_arena_bytes"]
+    assert abs(float(m.group(4)) - mem["kernel_scratch_bytes"] / 2**20) < 0.01
+    r = subprocess.run([KILN, "run", str(model), "--inputs-random", "--iterations", "3"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "buffer pool holds 0.00 MiB" in r.stdout, r.stdout
