@@ -62,7 +62,10 @@ static kiln_status make_inputs(const build_tactic_query *q, rt_value *vals, cons
         if (st != KILN_OK) return st;
         if (ty->dtype == KILN_DTYPE_FLOAT) {
             float *f = tt->data;
-            for (uint64_t k = 0; k < tt->count; k++) f[k] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+            for (uint64_t k = 0; k < tt->count; k++) {
+                seed = seed * 1664525u + 1013904223u;
+                f[k] = (float)(seed >> 9) / 8388608.0f - 1.0f;
+            }
         }
         ins[i] = &vals[i];
     }
@@ -99,7 +102,8 @@ kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const
     for (int32_t i = 0; i < node->n_attrs; i++)
         if (node->attrs[i].type == IR_ATTR_GRAPH || node->attrs[i].type == IR_ATTR_GRAPHS)
             return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "node '%s' has subgraphs: not timed", node->name);
-    if (q->n_in > MAX_IO || q->n_out > MAX_IO) return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "too many inputs to time");
+    if (q->n_in > MAX_IO || q->n_out > MAX_IO)
+        return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "too many inputs to time");
     if (n_t < 1) return KILN_OK;
     timed *tt = calloc((size_t)n_t, sizeof *tt);
     if (!tt) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory timing tactics");
@@ -150,6 +154,7 @@ kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const
 kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
                               double *ms, kiln_error *err) {
     kiln_status st = build_tactics_time(&t, 1, q, pool, reps, ms, err);
-    if (st == KILN_OK && *ms < 0) st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "tactic %s failed on '%s'", t->name, q->node->name);
+    if (st == KILN_OK && *ms < 0)
+        st = kiln_err_set(err, KILN_ERR_UNSUPPORTED, "tactic %s failed on '%s'", t->name, q->node->name);
     return st;
 }

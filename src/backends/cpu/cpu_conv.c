@@ -349,7 +349,8 @@ static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g,
         if (*st != KILN_OK) return true;
     }
     conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
-    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, ctx->scratch ? &ctx->scratch->winograd : &cs->wg_scratch, ctx->err);
+    cpu_winograd_scratch *ws = ctx->scratch ? &ctx->scratch->winograd : &cs->wg_scratch;
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, ws, ctx->err);
     return true;
 }
 
@@ -550,11 +551,13 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
                 cpu_conv_phase_pack pp = {&ph, phased ? phase + gi * Cg * ph.cstride : NULL};
                 st = (local ? cpu_sgemm_packed_a_fn_local : cpu_sgemm_packed_a_fn)(
                     ctx->pool, Mg, OS, Kdim, &cs->packed[gi], phased ? cpu_conv_phase_pack_b : conv_pack_b,
-                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
+                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs),
+                    ctx->err);
                 if (st != KILN_OK) return st;
             } else if (local) {
                 st = cpu_sgemm_packed_a_rows_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], B, OS,
-                                                   Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
+                                                   Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs),
+                                                   ctx->err);
                 if (st != KILN_OK) return st;
             } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,

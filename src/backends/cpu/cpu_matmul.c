@@ -478,8 +478,8 @@ kiln_status cpu_gemm_op(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int3
         mm_state *ms = mm_packed_b(ctx, b->data, K, N, tb, &st);
         if (st != KILN_OK) return st;
         if (ms)
-            return cpu_sgemm_packed(ctx->pool, M, N, K, NULL, a->data, K, &ms->pb, NULL, 0, Y, N, &ep, mm_scratch(ctx, ms),
-                                    ctx->err);
+            return cpu_sgemm_packed(ctx->pool, M, N, K, NULL, a->data, K, &ms->pb, NULL, 0, Y, N, &ep,
+                                    mm_scratch(ctx, ms), ctx->err);
     }
     cpu_sgemm(ctx->pool, ta, tb, M, N, K, alpha, a->data, a->dims[1], b->data, b->dims[1], gemm_beta, Y, N, &ep);
     return KILN_OK;

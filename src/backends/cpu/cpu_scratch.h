@@ -3,9 +3,9 @@
  * Why: a context runs its nodes one at a time, so the buffers a kernel needs only during
  * its own run (a GEMM's packed B panels, Winograd's transformed tiles, im2col columns,
  * the phase-split input of strided convs) can be one set for the whole context, sized by
- * the largest user. Kept per node before, they added up: ResNet-50 held 37 MB of GEMM and
- * Winograd scratch alone across its convs (max RSS 323.7 -> 286.1 MB with one shared set,
- * session 7), while the engine reports the workspace as the largest layer's need.
+ * the largest user. Kept per node before, they added up while the engine reported the
+ * workspace as the largest layer's need: max RSS of ResNet-50 batch 1 went 323.9 -> 284.1
+ * MB with one shared set, BERT batch 8 1151 -> 829 MB (session 7, docs/RUNTIME.md).
  *
  * The CPU backend (cpu_backend.c) owns one per context and hands it to kernels in
  * cpu_kernel_ctx.scratch. Kernels run outside a context (the builder's tactic timing,
