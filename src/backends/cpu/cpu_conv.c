@@ -100,10 +100,6 @@ static float *conv_phase_buf(cpu_kernel_ctx *ctx, conv_state *s, uint64_t n) {
     return cpu_scratch_grow(&s->phase, &s->phase_cap, n);
 }
 
-static cpu_gemm_scratch *conv_gemm_scratch(cpu_kernel_ctx *ctx, conv_state *s) {
-    return ctx->scratch ? &ctx->scratch->gemm : &s->scratch;
-}
-
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
 
 /* Packs panel `panel` (16 output positions) of the virtual im2col matrix, rows [k0,
@@ -349,8 +345,8 @@ static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g,
         if (*st != KILN_OK) return true;
     }
     conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
-    cpu_winograd_scratch *ws = ctx->scratch ? &ctx->scratch->winograd : &cs->wg_scratch;
-    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, ws, ctx->err);
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, cpu_scratch_winograd(ctx, &cs->wg_scratch),
+                            ctx->err);
     return true;
 }
 
@@ -526,7 +522,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
             if (e.residual) e.residual += n * M * OS;
             e.ld_res = OS;
             st = cpu_sgemm_conv1x1(ctx->pool, M, OS, C, &cs->packed[0], X + n * C * IS, Y + n * M * OS, &e, io,
-                                   conv_gemm_scratch(ctx, cs), ctx->err);
+                                   cpu_scratch_gemm(ctx, &cs->scratch), ctx->err);
             if (st != KILN_OK) return st;
         }
         return KILN_OK;
@@ -551,17 +547,18 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
                 cpu_conv_phase_pack pp = {&ph, phased ? phase + gi * Cg * ph.cstride : NULL};
                 st = (local ? cpu_sgemm_packed_a_fn_local : cpu_sgemm_packed_a_fn)(
                     ctx->pool, Mg, OS, Kdim, &cs->packed[gi], phased ? cpu_conv_phase_pack_b : conv_pack_b,
-                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs),
-                    ctx->err);
+                    phased ? (void *)&pp : (void *)&pc, Y + (n * M + gi * Mg) * OS, OS, &e,
+                    cpu_scratch_gemm(ctx, &cs->scratch), ctx->err);
                 if (st != KILN_OK) return st;
             } else if (local) {
                 st = cpu_sgemm_packed_a_rows_local(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], B, OS,
-                                                   Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs),
-                                                   ctx->err);
+                                                   Y + (n * M + gi * Mg) * OS, OS, &e,
+                                                   cpu_scratch_gemm(ctx, &cs->scratch), ctx->err);
                 if (st != KILN_OK) return st;
             } else if (cs) {
                 st = cpu_sgemm_packed(ctx->pool, Mg, OS, Kdim, &cs->packed[gi], NULL, 0, NULL, B, OS,
-                                      Y + (n * M + gi * Mg) * OS, OS, &e, conv_gemm_scratch(ctx, cs), ctx->err);
+                                      Y + (n * M + gi * Mg) * OS, OS, &e, cpu_scratch_gemm(ctx, &cs->scratch),
+                                      ctx->err);
                 if (st != KILN_OK) {
                     if (col_owned) free(col);
                     return st;

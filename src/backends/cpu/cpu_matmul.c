@@ -30,12 +30,6 @@ typedef struct mm_state {
     cpu_gemm_scratch scratch;
 } mm_state;
 
-/* The packing scratch for this run: the context's shared one (cpu_scratch.h) when there is
- * one, else the node's own. */
-static cpu_gemm_scratch *mm_scratch(cpu_kernel_ctx *ctx, mm_state *s) {
-    return ctx->scratch ? &ctx->scratch->gemm : &s->scratch;
-}
-
 static void mm_state_free(void *p) {
     mm_state *s = p;
     if (s) {
@@ -336,7 +330,7 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
         if (st != KILN_OK) return st;
         if (ms)
             return cpu_sgemm_packed(ctx->pool, s.n_batch * s.M, s.N, s.K, NULL, A, s.K, &ms->pb, NULL, 0, Y, s.N, &ep,
-                                    mm_scratch(ctx, ms), ctx->err);
+                                    cpu_scratch_gemm(ctx, &ms->scratch), ctx->err);
     }
     if (s.b_shared && a_full) {
         cpu_sgemm(ctx->pool, false, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, 0.f, Y, s.N, &ep);
@@ -479,7 +473,7 @@ kiln_status cpu_gemm_op(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int3
         if (st != KILN_OK) return st;
         if (ms)
             return cpu_sgemm_packed(ctx->pool, M, N, K, NULL, a->data, K, &ms->pb, NULL, 0, Y, N, &ep,
-                                    mm_scratch(ctx, ms), ctx->err);
+                                    cpu_scratch_gemm(ctx, &ms->scratch), ctx->err);
     }
     cpu_sgemm(ctx->pool, ta, tb, M, N, K, alpha, a->data, a->dims[1], b->data, b->dims[1], gemm_beta, Y, N, &ep);
     return KILN_OK;

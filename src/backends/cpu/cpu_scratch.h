@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_gemm_packed.h"
+#include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/cpu_winograd.h"
 
 struct cpu_scratch {
@@ -35,6 +36,14 @@ struct cpu_scratch {
 /* Buffer *buf of capacity *cap (floats) grown to at least n floats, 64-byte aligned (its
  * old contents are not kept); NULL on out-of-memory (the buffer is then empty). */
 float *cpu_scratch_grow(float **buf, size_t *cap, uint64_t n);
+/* The buffer a kernel uses for this run: the context's shared one when it runs in a
+ * context, else `own`, the one in its node state. */
+static inline cpu_gemm_scratch *cpu_scratch_gemm(const cpu_kernel_ctx *ctx, cpu_gemm_scratch *own) {
+    return ctx->scratch ? &ctx->scratch->gemm : own;
+}
+static inline cpu_winograd_scratch *cpu_scratch_winograd(const cpu_kernel_ctx *ctx, cpu_winograd_scratch *own) {
+    return ctx->scratch ? &ctx->scratch->winograd : own;
+}
 /* Bytes the scratch holds now. */
 uint64_t cpu_scratch_bytes(const cpu_scratch *s);
 /* Frees every buffer (s itself is the owner's). */
