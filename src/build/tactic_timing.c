@@ -14,6 +14,9 @@
  * was 1.4 against 1.05 ms per layer (bench/ab_kiln.py, 8 alternating rounds).
  *
  * Each tactic's figure is the minimum over the rounds: the noise only ever adds time.
+ * (Session 4, back-to-back timing, ResNet-50 at 2 threads, 4-5 builds each: with the
+ * median of 5 runs 5 of 52 stage 1-3 Winograd choices flipped between builds, with the
+ * minimum 2 of 65.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -129,15 +132,15 @@ kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const
     /* round 0 warms up (node state: packed weights, scratch) and is not counted */
     for (int r = 0; r <= n_rounds && st == KILN_OK; r++)
         for (int32_t j = 0; j < n_t; j++) {
-            timed *t = &tt[r % 2 ? n_t - 1 - j : j];
+            int32_t k = r % 2 ? n_t - 1 - j : j;
+            timed *t = &tt[k];
             if (t->failed) continue;
             if (cold) {
                 float acc = 0;
-                for (size_t k = 0; k < cold_n; k += 16) acc += cold[k];
+                for (size_t c = 0; c < cold_n; c += 16) acc += cold[c];
                 sink = acc;
             }
             double sample = run_once(q, pool, t, ins, outs);
-            int32_t k = (int32_t)(t - tt);
             if (r > 0 && sample >= 0 && (ms[k] < 0 || sample < ms[k])) ms[k] = sample;
         }
     (void)sink;
