@@ -668,22 +668,27 @@ bool cpu_gemm_avx512_usable(void) {
     return c == 1;
 }
 
-/* Two neighbouring full B panels (32 columns) against one A panel: the AVX-512 6x32
- * kernel for a full 6-row tile, else the AVX2 tiles one panel at a time. */
-static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b, float *tile, int mr, float *C,
-                                  int64_t ldc, int64_t m0, int64_t n0, bool first, bool last, const cpu_epilogue *ep,
-                                  bool has_ep, bool fusable) {
+/* Two neighbouring full B panels (32 columns: b0, then b1) against one A panel: the
+ * AVX-512 6x32 kernel for a full 6-row tile, else the AVX2 tiles one panel at a time.
+ * Each 16-column half is written through its own view (h0 for columns n0.., h1 for
+ * n0+16..): one shared view in the row-major layout, one per P16 block in P16. */
+static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b0, const float *b1, float *tile, int mr,
+                                  const cpu_half_out *h0, const cpu_half_out *h1, int64_t m0, int64_t n0, bool first,
+                                  bool last, bool has_ep, bool fusable, bool nt) {
     if (mr != MR) {
-        gemm_tile(kc, a, b, tile, mr, NR, C, ldc, m0, n0, first, last, ep, has_ep, fusable, false);
-        gemm_tile(kc, a, b + NR * kc, tile, mr, NR, C, ldc, m0, n0 + NR, first, last, ep, has_ep, fusable, false);
+        gemm_tile(kc, a, b0, tile, mr, NR, h0->c, h0->ldc, m0, n0, first, last, h0->ep, has_ep, fusable, false);
+        gemm_tile(kc, a, b1, tile, mr, NR, h1->c, h1->ldc, m0, n0 + NR, first, last, h1->ep, has_ep, fusable, false);
         return;
     }
-    cpu_gemm_kernel_6x32_avx512(kc, a, b, b + NR * kc, C, ldc, m0, n0, !first, last && fusable, ep);
-    if (last && fusable && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) {
-        gelu_tile(C + m0 * ldc + n0, ldc, MR, ep->act.kind);
-        gelu_tile(C + m0 * ldc + n0 + NR, ldc, MR, ep->act.kind);
+    cpu_gemm_kernel_6x32_avx512(kc, a, b0, b1, h0, h1, m0, n0, !first, last && fusable, nt);
+    if (last && fusable && (h0->ep->act.kind == CPU_ACT_GELU || h0->ep->act.kind == CPU_ACT_GELU_TANH)) {
+        gelu_tile(h0->c + m0 * h0->ldc + n0, h0->ldc, MR, h0->ep->act.kind);
+        gelu_tile(h1->c + m0 * h1->ldc + n0 + NR, h1->ldc, MR, h1->ep->act.kind);
     }
-    if (last && has_ep && !fusable) cpu_epilogue_apply(ep, C, ldc, m0, m0 + MR, n0, n0 + 2 * NR);
+    if (last && has_ep && !fusable) {
+        cpu_epilogue_apply(h0->ep, h0->c, h0->ldc, m0, m0 + MR, n0, n0 + NR);
+        cpu_epilogue_apply(h1->ep, h1->c, h1->ldc, m0, m0 + MR, n0 + NR, n0 + 2 * NR);
+    }
 }
 
 /* Whether panels np and np+1 (of [np, np1)) are both full and the AVX-512 kernel runs. */
@@ -798,22 +803,29 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
     if (t->c_p16 || t->res_p16) {
         /* P16 output or residual: B panels outermost, so the tiles of one panel walk down
          * one contiguous [M][16] block (384 bytes per tile) and no output prefetch is
-         * needed; the hardware prefetchers follow it. */
-        for (int64_t np = np0; np < np1; np++) {
+         * needed; the hardware prefetchers follow it. With AVX-512, two panels at a time,
+         * each half of the 6x32 tile in its own block. */
+        for (int64_t np = np0, step; np < np1; np += step) {
             const float *b = bpanels + (np - np0) * bstride;
-            int64_t n0 = np * NR, ldc;
+            int64_t n0 = np * NR;
+            step = pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
+            cpu_epilogue ep_copy[2];
+            cpu_half_out h[2];
+            for (int i = 0; i < step; i++) p16_panel_view(t, np + i, &h[i].c, &h[i].ldc, &ep_copy[i], &h[i].ep);
             int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
-            float *C;
-            cpu_epilogue ep_copy;
-            const cpu_epilogue *ep;
-            p16_panel_view(t, np, &C, &ldc, &ep_copy, &ep);
-            next_panels pf = next_panels_init(prefetch_b && np + 1 < np1 ? b + bstride : NULL, NR * kc, mp1 - mp0);
+            next_panels pf = next_panels_init(prefetch_b && np + step < np1 ? b + step * bstride : NULL, NR * kc,
+                                              mp1 - mp0);
+            bool nt = t->nt && first && last;
             for (int64_t mp = mp0; mp < mp1; mp++) {
                 int64_t m0 = mp * MR;
                 int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
                 next_panels_step(&pf);
-                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, C, ldc, m0, n0, first, last, ep, t->has_ep,
-                          t->fusable, t->nt && first && last);
+                if (step == 2)
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, t->tile, mr, &h[0], &h[1], m0, n0, first,
+                                   last, t->has_ep, t->fusable, nt);
+                else
+                    gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, h[0].c, h[0].ldc, m0, n0, first, last,
+                              h[0].ep, t->has_ep, t->fusable, nt);
             }
         }
         return;
@@ -846,10 +858,12 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
     for (int64_t np = np0, step; np < np1; np += step) {
         const float *b = bpanels + (np - np0) * bstride;
         int64_t n0 = np * NR;
-        /* the AVX-512 pair kernel reads its second panel at b + NR * kc */
-        step = bstride == NR * kc && pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
-        next_panels pf =
-            next_panels_init(prefetch_b && np + step < np1 ? b + step * bstride : NULL, step * NR * kc, mp1 - mp0);
+        step = pair_panels(t->use512, np, np1, t->N) ? 2 : 1;
+        /* the next panels' k-block slices: contiguous when the panels are packed per
+         * k-block (bstride NR * kc); a P16 B (stride NR * K) gets its first panel's slice */
+        next_panels pf = next_panels_init(prefetch_b && np + step < np1 ? b + step * bstride : NULL,
+                                          bstride == NR * kc ? step * NR * kc : NR * kc, mp1 - mp0);
+        const cpu_half_out whole = {t->C, t->ldc, t->ep};
         int nr = (int)(t->N - n0 < NR ? t->N - n0 : NR);
         for (int64_t mp = mp0; mp < mp1; mp++) {
             int64_t m0 = mp * MR;
@@ -864,8 +878,8 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                                       t->N - tn < NR * step ? t->N - tn : NR * step);
             }
             if (step == 2)
-                gemm_tile_pair(kc, abase + mp * MR * kc, b, t->tile, mr, t->C, t->ldc, m0, n0, first, last, t->ep,
-                               t->has_ep, t->fusable);
+                gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, t->tile, mr, &whole, &whole, m0, n0, first,
+                               last, t->has_ep, t->fusable, false);
             else
                 gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
                              t->has_ep, t->fusable, t->nt && first && last);

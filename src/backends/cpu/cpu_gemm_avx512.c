@@ -10,41 +10,33 @@
  * loads (2 B vectors, 6 broadcasts), so the FMA units, not the load ports, set the pace.
  */
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "backends/cpu/cpu_gemm_avx512.h"
 
-/* One output row: add C (later k-blocks), then the fusable epilogue, then store. */
-static inline void row_out32(float *c, __m512 v0, __m512 v1, bool accumulate, bool fuse, const cpu_epilogue *ep,
-                             int64_t m, int64_t n0) {
-    if (accumulate) {
-        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
-        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
-    }
+/* One 16-column half of an output row: add C (later k-blocks), then the fusable
+ * epilogue, then store (non-temporally with nt when it is one whole aligned line). */
+static inline void half_out16(float *c, __m512 v, bool accumulate, bool fuse, const cpu_epilogue *ep, int64_t m,
+                              int64_t n0, bool nt) {
+    if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(c));
     if (fuse) {
-        if (ep->bias_mode == CPU_BIAS_ROW) {
-            __m512 bv = _mm512_set1_ps(ep->bias[m]);
-            v0 = _mm512_add_ps(v0, bv);
-            v1 = _mm512_add_ps(v1, bv);
-        } else if (ep->bias_mode == CPU_BIAS_COL) {
-            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ep->bias + n0));
-            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ep->bias + n0 + 16));
-        }
-        if (ep->residual) {
-            const float *r = ep->residual + m * ep->ld_res + n0;
-            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(r));
-            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(r + 16));
-        }
-        if (ep->act.kind == CPU_ACT_RELU) {
-            v0 = _mm512_max_ps(v0, _mm512_setzero_ps());
-            v1 = _mm512_max_ps(v1, _mm512_setzero_ps());
-        } else if (ep->act.kind == CPU_ACT_CLIP) { /* operands ordered so a NaN stays NaN, as Clip */
-            __m512 lo = _mm512_set1_ps(ep->act.a), hi = _mm512_set1_ps(ep->act.b);
-            v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-            v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-        }
+        if (ep->bias_mode == CPU_BIAS_ROW) v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[m]));
+        else if (ep->bias_mode == CPU_BIAS_COL) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->bias + n0));
+        if (ep->residual) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->residual + m * ep->ld_res + n0));
+        if (ep->act.kind == CPU_ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (ep->act.kind == CPU_ACT_CLIP) /* operands ordered so a NaN stays NaN, as Clip */
+            v = _mm512_min_ps(_mm512_set1_ps(ep->act.b), _mm512_max_ps(_mm512_set1_ps(ep->act.a), v));
     }
-    _mm512_storeu_ps(c, v0);
-    _mm512_storeu_ps(c + 16, v1);
+    if (nt && ((uintptr_t)c & 63) == 0) _mm512_stream_ps(c, v);
+    else _mm512_storeu_ps(c, v);
+}
+
+/* Row m of a 6x32 tile: its two halves through their views (h0 for columns n0.., h1 for
+ * n0+16..). */
+static inline void row_out32(const cpu_half_out *h0, const cpu_half_out *h1, __m512 v0, __m512 v1, bool accumulate,
+                             bool fuse, int64_t m, int64_t n0, bool nt) {
+    half_out16(h0->c + m * h0->ldc + n0, v0, accumulate, fuse, h0->ep, m, n0, nt);
+    half_out16(h1->c + m * h1->ldc + n0 + 16, v1, accumulate, fuse, h1->ep, m, n0 + 16, nt);
 }
 
 /* One k step: row i's A value (at A + i * ASTRIDE) times both B vectors. */
@@ -77,8 +69,9 @@ static inline void row_out32(float *c, __m512 v0, __m512 v1, bool accumulate, bo
            c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(),                         \
            c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps()
 
-void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *C, int64_t ldc,
-                                 int64_t m0, int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep) {
+void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1,
+                                 const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
+                                 bool accumulate, bool fuse, bool nt) {
     ZERO12;
     int64_t k = 0;
     for (; k + 2 <= kc; k += 2) {
@@ -91,13 +84,12 @@ void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, co
         b1 += 32;
     }
     if (k < kc) STEP6(a, 1, b0, b1);
-    float *c = C + m0 * ldc + n0;
-    row_out32(c + 0 * ldc, c00, c01, accumulate, fuse, ep, m0 + 0, n0);
-    row_out32(c + 1 * ldc, c10, c11, accumulate, fuse, ep, m0 + 1, n0);
-    row_out32(c + 2 * ldc, c20, c21, accumulate, fuse, ep, m0 + 2, n0);
-    row_out32(c + 3 * ldc, c30, c31, accumulate, fuse, ep, m0 + 3, n0);
-    row_out32(c + 4 * ldc, c40, c41, accumulate, fuse, ep, m0 + 4, n0);
-    row_out32(c + 5 * ldc, c50, c51, accumulate, fuse, ep, m0 + 5, n0);
+    row_out32(half0, half1, c00, c01, accumulate, fuse, m0 + 0, n0, nt);
+    row_out32(half0, half1, c10, c11, accumulate, fuse, m0 + 1, n0, nt);
+    row_out32(half0, half1, c20, c21, accumulate, fuse, m0 + 2, n0, nt);
+    row_out32(half0, half1, c30, c31, accumulate, fuse, m0 + 3, n0, nt);
+    row_out32(half0, half1, c40, c41, accumulate, fuse, m0 + 4, n0, nt);
+    row_out32(half0, half1, c50, c51, accumulate, fuse, m0 + 5, n0, nt);
 }
 
 void cpu_winograd_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *c,
@@ -114,10 +106,12 @@ void cpu_winograd_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0
         b0 += 128;
         b1 += 128;
     }
-    row_out32(c + 0 * ldc, c00, c01, accumulate, false, NULL, 0, 0);
-    row_out32(c + 1 * ldc, c10, c11, accumulate, false, NULL, 0, 0);
-    row_out32(c + 2 * ldc, c20, c21, accumulate, false, NULL, 0, 0);
-    row_out32(c + 3 * ldc, c30, c31, accumulate, false, NULL, 0, 0);
-    row_out32(c + 4 * ldc, c40, c41, accumulate, false, NULL, 0, 0);
-    row_out32(c + 5 * ldc, c50, c51, accumulate, false, NULL, 0, 0);
+    /* row i of c at c + i * ldc: both halves through one view */
+    const cpu_half_out h = {c, ldc, NULL};
+    row_out32(&h, &h, c00, c01, accumulate, false, 0, 0, false);
+    row_out32(&h, &h, c10, c11, accumulate, false, 1, 0, false);
+    row_out32(&h, &h, c20, c21, accumulate, false, 2, 0, false);
+    row_out32(&h, &h, c30, c31, accumulate, false, 3, 0, false);
+    row_out32(&h, &h, c40, c41, accumulate, false, 4, 0, false);
+    row_out32(&h, &h, c50, c51, accumulate, false, 5, 0, false);
 }

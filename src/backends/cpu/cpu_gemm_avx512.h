@@ -20,12 +20,25 @@
  * implemented in cpu_gemm_avx2.c so that asking never executes an AVX-512 instruction). */
 bool cpu_gemm_avx512_usable(void);
 
-/* C[m0 .. m0+6)[n0 .. n0+32) (row stride ldc) = (accumulate ? C : 0) + A * [B0 | B1] over
- * kc, A packed [kc][6], B0 and B1 packed [kc][16]; with fuse, the epilogue's bias,
- * residual and ReLU are applied before the store (GELU and the other activations are
- * the caller's). */
-void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *C, int64_t ldc,
-                                 int64_t m0, int64_t n0, bool accumulate, bool fuse, const cpu_epilogue *ep);
+/* Where one 16-column half of a 6x32 tile goes: element (m, n) of C at c + m * ldc + n,
+ * and the epilogue's residual likewise through its own pointer and ld_res. In the
+ * row-major layout both halves share one view; in P16 (cpu_gemm_packed.h) the two
+ * 16-column panels lie in different blocks, so each half has its own. */
+typedef struct cpu_half_out {
+    float *c;
+    int64_t ldc;
+    const cpu_epilogue *ep;
+} cpu_half_out;
+
+/* C[m0 .. m0+6)[n0 .. n0+32) = (accumulate ? C : 0) + A * [B0 | B1] over kc, A packed
+ * [kc][6], B0 and B1 packed [kc][16]; columns [n0, n0+16) go to half0's view, [n0+16,
+ * n0+32) to half1's. With fuse, the epilogue's bias, residual and ReLU/Clip are applied
+ * before the store (GELU and the other activations are the caller's). With nt, a row
+ * half that is one whole 64-byte line is stored non-temporally (cpu_gemm_avx2.c's
+ * local_task says when and why). */
+void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1,
+                                 const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
+                                 bool accumulate, bool fuse, bool nt);
 
 /* Winograd layout: c[6][32] (row stride ldc) = (accumulate ? c : 0) + a * [b0 | b1] over
  * kc (a multiple of 8), a in [kc/8][6][8], b0 and b1 in [kc][16]. */
