@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "core/bigalloc.h"
 #include "runtime/tensor.h"
 #include <string.h>
 
@@ -256,11 +257,79 @@ static void test_conv_packed_matches_im2col(void **state) {
     cpu_threadpool_free(pool);
 }
 
+/* ---- the P16 layout (cpu_gemm_packed.h) ---------------------------------------------- */
+
+/* Row-major [rows, N] <-> P16 [N/16][rows][16]. */
+static void to_p16(const float *src, int64_t rows, int64_t N, float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t n = 0; n < N; n++) dst[(n / 16) * 16 * rows + r * 16 + n % 16] = src[r * N + n];
+}
+
+static void from_p16(const float *src, int64_t rows, int64_t N, float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t n = 0; n < N; n++) dst[r * N + n] = src[(n / 16) * 16 * rows + r * 16 + n % 16];
+}
+
+/* cpu_sgemm_conv1x1 with every combination of P16 input, output and residual against the
+ * reference: M = 40 (six full 6-row panels and a 4-row edge), N = 64 (two pairs of
+ * 16-column panels for the AVX-512 kernel, whose halves then land in different P16
+ * blocks), K = 48 (one k-block) and 700 (three: a P16 input's panels then lie further
+ * apart than one k-block), ReLU in the tile and Sigmoid applied after it. */
+static void test_conv1x1_p16_layouts(void **state) {
+    (void)state;
+    if (!cpu_gemm_packed_supported()) {
+        printf("skipped: no AVX2+FMA\n");
+        return;
+    }
+    printf("P16 halves through the AVX-512 6x32 kernel: %s\n",
+           cpu_gemm_avx512_usable() ? "exercised" : "not exercised, this CPU has no AVX-512F (AVX2 kernels ran)");
+    const int64_t M = 40, N = 64, Ks[2] = {48, 700};
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    for (int ki = 0; ki < 2; ki++)
+        for (int act = 0; act < 2; act++)
+            for (int io_bits = 0; io_bits < 8; io_bits++) {
+                int64_t K = Ks[ki];
+                float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M), *res = rand_buf(M * N);
+                float *Bp = kiln_alloc_aligned((size_t)(K * N) * sizeof(float));
+                float *Rp = kiln_alloc_aligned((size_t)(M * N) * sizeof(float));
+                float *C = kiln_alloc_aligned((size_t)(M * N) * sizeof(float));
+                float *got = malloc((size_t)(M * N) * sizeof(float)), *want = malloc((size_t)(M * N) * sizeof(float));
+                assert_true(Bp && Rp && C && got && want);
+                cpu_gemm_io io = {(io_bits & 1) != 0, (io_bits & 2) != 0, (io_bits & 4) != 0};
+                to_p16(B, K, N, Bp);
+                to_p16(res, M, N, Rp);
+                cpu_epilogue ep = {CPU_BIAS_ROW, bias, res, N, {act ? CPU_ACT_SIGMOID : CPU_ACT_RELU, 0.f, 0.f}};
+                ref_gemm(M, N, K, A, B, &ep, want);
+                if (io.res_p16) ep.residual = Rp;
+                cpu_gemm_packed pa;
+                cpu_gemm_scratch scratch = {0};
+                assert_int_equal(cpu_gemm_pack_a(A, K, M, K, &pa, &err), KILN_OK);
+                for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* every element must be written */
+                if (cpu_sgemm_conv1x1(pool, M, N, K, &pa, io.b_p16 ? Bp : B, C, &ep, io, &scratch, &err) != KILN_OK)
+                    fail_msg("conv1x1 failed: %s", kiln_err_msg(&err));
+                if (io.c_p16) from_p16(C, M, N, got);
+                else memcpy(got, C, (size_t)(M * N) * sizeof(float));
+                for (int64_t i = 0; i < M * N; i++)
+                    if (!(fabsf(got[i] - want[i]) <= 1e-4f * (1.f + fabsf(want[i]))))
+                        fail_msg("K %lld, %s, P16 in/out/residual %d/%d/%d: C[%lld][%lld] = %g, expected %g",
+                                 (long long)K, act ? "Sigmoid" : "ReLU", io.b_p16, io.c_p16, io.res_p16,
+                                 (long long)(i / N), (long long)(i % N), (double)got[i], (double)want[i]);
+                cpu_gemm_packed_free(&pa);
+                cpu_gemm_scratch_free(&scratch);
+                free(A), free(B), free(bias), free(res), free(got), free(want);
+                free(Bp), free(Rp), free(C); /* kiln_alloc_aligned memory goes back with free() */
+            }
+    cpu_threadpool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packed_vs_reference),
         cmocka_unit_test(test_mismatched_pack_is_an_error),
         cmocka_unit_test(test_conv_packed_matches_im2col),
+        cmocka_unit_test(test_conv1x1_p16_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
