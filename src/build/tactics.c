@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
+#include "core/cpu_count.h"
 #include "core/strbuf.h"
 
 const char *build_bytes_str(uint64_t b, char *buf, size_t size) {
@@ -231,8 +232,7 @@ char *build_tactic_key(const build_tactic_query *q, uint64_t features) {
 
 int build_tactic_threads_resolve(int threads) {
     if (threads > 0) return threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN); /* what cpu_threadpool_create uses for 0 */
-    return n > 0 && n < 4096 ? (int)n : 1;
+    return kiln_usable_cpus(); /* what cpu_threadpool_create uses for 0 */
 }
 
 char *build_tactic_key_threads(const build_tactic_query *q, uint64_t features, int threads) {

@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cuda/cuda_info.h"
 #include "build/builder.h"
+#include "core/cpu_count.h"
 #include "build/io_formats.h"
 #include "build/profile.h"
 #include "cli/cli.h"
@@ -1218,9 +1219,14 @@ int cli_exec(int argc, char **argv) {
     if (f->device != 0 && !s.gpu)
         perf_log('W', "--device=%d: device indices select GPUs; the CPU backend runs on this machine's CPUs.", f->device);
     if (!s.gpu) precision_notes(f);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 1) ncpu = 1;
-    s.threads = f->threads ? f->threads : (int)(ncpu / f->streams > 0 ? ncpu / f->streams : 1);
+    int ncpu = kiln_usable_cpus(); /* the affinity mask and cgroup quota, not the machine's count */
+    s.threads = f->threads ? f->threads : (ncpu / f->streams > 0 ? ncpu / f->streams : 1);
+    if (!s.gpu && (long)s.threads * f->streams > ncpu)
+        perf_log('W', "%d thread%s per stream x %d stream%s on %d usable CPU%s (affinity mask, cgroup quota): "
+                      "kiln's workers spin between layers, so threads that share a CPU slow every layer down; "
+                      "--threads=%d fits",
+                 s.threads, s.threads == 1 ? "" : "s", f->streams, f->streams == 1 ? "" : "s", ncpu,
+                 ncpu == 1 ? "" : "s", ncpu / f->streams > 0 ? ncpu / f->streams : 1);
     perf_log('I', "=== Model Options ===");
     perf_log('I', "Format: %s", f->onnx ? "ONNX" : "kiln engine");
     perf_log('I', "Model: %s", f->onnx ? f->onnx : f->load_engine);

@@ -19,6 +19,7 @@
 #include "api/model_internal.h"
 #include "build/memplan.h"
 #include "cli/cli.h"
+#include "core/cpu_count.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
 
@@ -191,6 +192,10 @@ int cli_run(int argc, char **argv) {
     ir_model *m = kiln_model_ir(km);
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
+    if (threads > kiln_usable_cpus() && strcmp(backend, "cuda") != 0)
+        fprintf(stderr, "kiln run: warning: --threads %d on %d usable CPU(s) (affinity mask, cgroup quota): kiln's "
+                        "workers spin between layers, so threads that share a CPU slow every layer down\n",
+                threads, kiln_usable_cpus());
     so.profile = profile;
     /* for the memory line (planned arena vs lower bound); per-node size accounting would
      * keep a device executor from recording CUDA graphs, so not on cuda */

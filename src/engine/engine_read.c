@@ -33,6 +33,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cuda/cuda_info.h"
+#include "core/cpu_count.h"
 #include "engine/codec.h"
 #include "engine/read_internal.h"
 
@@ -185,8 +186,8 @@ static void *crc_thread(void *arg) {
 
 static uint32_t crc_parallel(const uint8_t *p, uint64_t n) {
     enum { MAXT = 16 };
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = ncpu > 1 ? (int)(ncpu > MAXT ? MAXT : ncpu) : 1;
+    int ncpu = kiln_usable_cpus();
+    int nt = ncpu > MAXT ? MAXT : ncpu;
     if (n < (8u << 20) || nt == 1) return (uint32_t)crc_big(crc32(0L, Z_NULL, 0), p, n);
     crc_job jobs[MAXT];
     pthread_t th[MAXT];

@@ -211,6 +211,40 @@ def test_streams_and_threads(mlp):
     assert "on 2 streams, 1 thread each" in p.stdout
 
 
+def run_on_one_cpu(*args):
+    """kiln pinned to CPU 0 (the first CPU of this process's own mask)."""
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no sched_getaffinity on this platform")
+    cpu = min(os.sched_getaffinity(0))
+    return subprocess.run(["taskset", "-c", str(cpu), KILN, *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_default_threads_follow_the_affinity_mask(mlp):
+    """Under taskset (or a cpuset / cgroup quota) the default is the CPUs the process may use,
+    not the machine's count: one worker per usable CPU, and no oversubscription warning."""
+    import shutil
+    if not shutil.which("taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    p = run_on_one_cpu("exec", f"--onnx={mlp}", *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "threads per stream: 1" in p.stdout
+    assert "usable CPU" not in p.stdout
+
+
+def test_more_threads_than_usable_cpus_warns(mlp):
+    import shutil
+    if not shutil.which("taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    p = run_on_one_cpu("exec", f"--onnx={mlp}", "--threads=2", *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "[W] 2 threads per stream x 1 stream on 1 usable CPU (affinity mask, cgroup quota)" in p.stdout
+    assert "--threads=1 fits" in p.stdout
+    p = run_on_one_cpu("run", mlp, "--threads", "2", "--iterations", "2")
+    assert p.returncode == 0, p.stderr
+    assert "--threads 2 on 1 usable CPU(s)" in p.stderr
+
+
 # ---- workspace and tactics --------------------------------------------------------------
 
 def test_workspace_too_small_names_node_and_flag(conv):

@@ -52,6 +52,7 @@
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "core/cpu_count.h"
 
 #if KILN_HAVE_OPENBLAS
 /* Declared here rather than through cblas.h: Debian's cblas.h may belong to another BLAS. */
@@ -185,18 +186,6 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int online_cpus(void) {
-#ifdef CPU_COUNT
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int c = CPU_COUNT(&set);
-        if (c > 0) return c;
-    }
-#endif
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* KILN_SPIN_US: microseconds a worker (and a waiting caller) spins before blocking;
  * unset: the default; 0: never spin; capped at POOL_MAX_SPIN_US. */
 static int64_t spin_ns_from_env(int64_t dflt_us) {
@@ -212,7 +201,7 @@ static int64_t spin_ns_from_env(int64_t dflt_us) {
 
 kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_error *err) {
     *out = NULL;
-    if (n_threads <= 0) n_threads = online_cpus();
+    if (n_threads <= 0) n_threads = kiln_usable_cpus();
     if (n_threads > POOL_MAX_THREADS)
         return kiln_err_set(err, KILN_ERR_INVALID_ARG, "%d threads requested; at most %d are supported",
                             n_threads, POOL_MAX_THREADS);
