@@ -218,11 +218,20 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
                         for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(p + i * sw * 8), t, a[i]);
                     }
             } else {
-                for (int64_t i = 0; i < m; i++)
-                    for (int64_t kh = 0; kh < KH; kh++)
-                        for (int64_t kw = 0; kw < KW; kw++)
-                            a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(prow + (kh * dh * PW + (ow + i) * sw + kw * dw) * 8),
-                                                   wv[kh * KW + kw], a[i]);
+                /* the last 1-7 positions of the row: lane i reads position ow + min(i, m - 1),
+                 * so the spare lanes recompute the last position (never stored) and the
+                 * taps still feed 8 independent FMA chains. Position by position, each
+                 * output was one chain of KH*KW dependent FMAs; on 7x7 and 14x14 planes,
+                 * where every row or half of it ends here, that was most of the time
+                 * (docs/BENCHMARKS.md, "Session 8: depthwise row ends") */
+                int64_t lane[8];
+                for (int i = 0; i < 8; i++) lane[i] = (i < m ? i : m - 1) * sw * 8;
+                for (int64_t kh = 0; kh < KH; kh++)
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        const float *p = prow + (kh * dh * PW + ow * sw + kw * dw) * 8;
+                        __m256 t = wv[kh * KW + kw];
+                        for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(p + lane[i]), t, a[i]);
+                    }
             }
             for (int i = 0; i < 8; i++) a[i] = dw_out(a[i], vb, relu, vlo, vhi);
             cpu_transpose8_ps(a);
