@@ -340,11 +340,11 @@ static void test_conv_variants(void **st) {
         {2, 1, 8, 8, 8, {11, 11}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise s2 */
         {2, 1, 8, 8, 8, {9, 9}, {5, 5}, {1, 2}, {2, 1}, {2, 1, 3, 0}, NULL},       /* depthwise odd */
         {2, 2, 4, 4, 4, {37, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise s2, vector rows */
-        /* output planes over 56x56 run a plane at a time (cpu_conv_dw_plane_avx2) */
-        {2, 1, 3, 3, 3, {60, 61}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise, 16-wide steps */
-        {2, 1, 2, 2, 2, {121, 122}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},   /* depthwise s2, plane kernel */
+        /* large planes: many 8-row strips (cpu_conv_dw8_avx2), the last one partial */
+        {2, 1, 3, 3, 3, {60, 61}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},     /* depthwise, 60 rows */
+        {2, 1, 2, 2, 2, {121, 122}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},   /* depthwise s2, 61 rows */
         {2, 1, 4, 4, 4, {33, 35}, {3, 3}, {2, 2}, {2, 2}, {2, 2, 2, 2}, NULL},     /* depthwise s2, dilated */
-        /* small planes run 8 channels at a time (cpu_conv_dw8_avx2): a partial last group */
+        /* a partial last group of 8 channels */
         {2, 2, 12, 12, 12, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL},  /* depthwise 8 + 4 ch, s2 */
         {2, 1, 20, 20, 20, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},    /* depthwise 8 + 8 + 4 ch */
         {2, 1, 4, 8, 1, {10, 10}, {1, 1}, {2, 2}, {1, 1}, {0}, NULL},              /* 1x1 stride 2 */

@@ -183,7 +183,7 @@ typedef struct dw_job {
     float *y;
     const cpu_epilogue *ep;
     int64_t channels; /* per image */
-    bool avx2;        /* cpu_conv_dw_plane_avx2 may run */
+    bool avx2;        /* cpu_conv_dw8_avx2 may run */
 } dw_job;
 
 static void dw_run(void *user, int64_t begin, int64_t end);
@@ -206,18 +206,20 @@ static dw_inreg dw_inreg_of(const cpu_epilogue *ep) {
 }
 
 /* Whether the depthwise conv runs 8 channels at a time (cpu_conv_dw8_avx2) rather than a
- * plane at a time: for output planes up to 56x56, where the plane kernel's per-row setup
- * outweighs its FMAs. MobileNetV2's 3x3 depthwise shapes, bench_layers, 1 thread, thread
- * clock, minimum of 21 runs, four rounds alternating the two builds (the machine's speed
- * moved ~2x between rounds, so ranges; plane -> 8 channels, ms): 960 ch 7x7 0.27-0.49 ->
- * 0.12-0.17, 576 ch 14x14/2 0.29-0.58 -> 0.09-0.15, 576 ch 14x14 0.40-0.74 -> 0.18-0.27,
- * 384 ch 14x14 0.26-0.50 -> 0.12-0.18, 192 ch 28x28/2 0.22-0.38 -> 0.09-0.13, 192 ch
- * 28x28 0.29-0.54 -> 0.17-0.26, 144 ch 56x56/2 0.35-0.66 -> 0.20-0.29, 144 ch 56x56
- * 0.47-0.86 -> 0.44-0.54, 96 ch 112x112/2 0.65-1.01 -> 0.63-0.73. Over 56x56 (32 ch at
- * 112x112) the two measured alike, and the plane kernel needs no 8-channel copy. */
+ * plane at a time. First (session 6) for output planes up to 56x56, where the plane
+ * kernel's per-row setup outweighs its FMAs. MobileNetV2's 3x3 depthwise shapes,
+ * bench_layers, 1 thread, thread clock, minimum of 21 runs, four rounds alternating the
+ * two builds (the machine's speed moved ~2x between rounds, so ranges; plane -> 8
+ * channels, ms): 960 ch 7x7 0.27-0.49 -> 0.12-0.17, 576 ch 14x14/2 0.29-0.58 -> 0.09-0.15,
+ * 576 ch 14x14 0.40-0.74 -> 0.18-0.27, 384 ch 14x14 0.26-0.50 -> 0.12-0.18, 192 ch 28x28/2
+ * 0.22-0.38 -> 0.09-0.13, 192 ch 28x28 0.29-0.54 -> 0.17-0.26, 144 ch 56x56/2 0.35-0.66 ->
+ * 0.20-0.29, 144 ch 56x56 0.47-0.86 -> 0.44-0.54, 96 ch 112x112/2 0.65-1.01 -> 0.63-0.73.
+ * Since its input is transposed a strip of rows at a time (session 8) it wins on every
+ * size (medians of 15, 6 alternating rounds, plane -> 8 channels): 32 ch 112x112 0.56 ->
+ * 0.32 ms, 16 ch 224x224 0.92 -> 0.68, 32 ch 150x150 0.75 -> 0.67, 64 ch 224x224/2 2.42
+ * -> 1.39; the plane kernel stays for buffers over the scratch limit. */
 static bool dw_blocked(const cpu_conv_geom *g, bool avx2) {
-    return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && g->out[0] * g->out[1] <= 56 * 56 &&
-           cpu_conv_dw8_scratch(g) >= 0;
+    return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && cpu_conv_dw8_scratch(g) >= 0;
 }
 
 /* Groups [begin, end) of 8 channels through the channel-interleaved kernel (dw_blocked). */
@@ -244,29 +246,17 @@ static void dw8_run(void *user, int64_t begin, int64_t end) {
     free(buf);
 }
 
+/* The portable loop: (image, channel) planes [begin, end), for CPUs without AVX2, more
+ * than CPU_CONV_DW_MAX_TAPS taps, or a row strip too large for the 8-channel kernel. */
 static void dw_run(void *user, int64_t begin, int64_t end) {
     const dw_job *j = user;
     const cpu_conv_geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     int64_t KH = g->k[0], KW = g->k[1], sh = g->stride[0], sw = g->stride[1];
-    /* the vector plane kernel where it runs (one phase-row buffer per chunk) */
-    float *buf = NULL;
-    int64_t scratch = cpu_conv_dw_scratch(g); /* < 0: too large, the scalar loop runs */
-    if (j->avx2 && KH * KW <= CPU_CONV_DW_MAX_TAPS && scratch >= 0)
-        buf = kiln_realloc_array(NULL, (size_t)scratch + 16, sizeof(float));
-    /* with it, bias and ReLU/Clip go in the kernel's registers; anything else after the plane */
-    const cpu_epilogue *ep = j->ep;
-    dw_inreg in = dw_inreg_of(ep);
     for (int64_t t = begin; t < end; t++) { /* t = image * channels + channel */
         int64_t c = t % j->channels;
         const float *xc = j->x + t * H * W, *wc = j->w + c * KH * KW;
         float *yc = j->y + t * OH * OW;
-        if (buf) {
-            float bias = in.on && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias[t] : 0.f;
-            cpu_conv_dw_plane_avx2(g, xc, wc, yc, buf, bias, in.relu, in.lo, in.hi);
-            if (!in.on) cpu_epilogue_apply(ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
-            continue;
-        }
         memset(yc, 0, sizeof(float) * (size_t)(OH * OW));
         for (int64_t kw = 0; kw < KW; kw++) {
             int64_t woff = kw * g->dil[1] - g->pad0[1];
@@ -291,7 +281,6 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
         /* bias/residual/activation for this channel: rows are (image, channel) planes */
         cpu_epilogue_apply(j->ep, j->y, OH * OW, t, t + 1, 0, OH * OW);
     }
-    free(buf);
 }
 
 /* ---- Conv ---------------------------------------------------------------------------- */

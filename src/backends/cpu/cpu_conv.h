@@ -28,19 +28,13 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
 
-/* Depthwise 2-D conv of one channel plane (cpu_conv_dw_avx2.c): y [OH, OW] from x [H, W]
- * and w [KH, KW], plus bias, then ReLU (relu) or the clamp to [lo, hi] (Clip; none:
- * -inf, +inf), in registers, with the NaN behaviour of the ReLU and Clip ops; other
- * epilogues are the caller's. buf holds cpu_conv_dw_scratch(g) floats. AVX2 + FMA only,
- * and at most CPU_CONV_DW_MAX_TAPS taps. */
+/* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): planes x_cs / y_cs
+ * floats apart, y [OH, OW] from x [H, W] and weights [nc][KH*KW], plus bias[nc] (or
+ * NULL), then ReLU (relu) or the clamp to [lo, hi] (Clip; none: -inf, +inf), in
+ * registers, with the NaN behaviour of the ReLU and Clip ops; other epilogues are the
+ * caller's. buf: cpu_conv_dw8_scratch(g) floats (-1: over 2^28, do not run it). AVX2 +
+ * FMA only, and at most CPU_CONV_DW_MAX_TAPS taps. */
 #define CPU_CONV_DW_MAX_TAPS 64
-int64_t cpu_conv_dw_scratch(const cpu_conv_geom *g); /* floats, or -1 when over 2^28 */
-void cpu_conv_dw_plane_avx2(const cpu_conv_geom *g, const float *x, const float *w, float *y, float *buf, float bias,
-                            bool relu, float lo, float hi);
-/* The same for nc <= 8 channels at once (planes x_cs / y_cs floats apart, weights
- * [nc][KH*KW], bias[nc] or NULL), through a channel-interleaved copy: faster than the
- * plane kernel on small planes (cpu_conv.c picks). buf: cpu_conv_dw8_scratch(g) floats
- * (-1: over 2^28, do not run it). */
 int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g);
 void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
                        int64_t y_cs, const float *bias, bool relu, float lo, float hi, float *buf);
