@@ -121,7 +121,8 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
     const __m256 vb = _mm256_load_ps(bv);
     /* 8 output positions of a row at a time (8 independent FMA chains, what two 4-cycle
      * pipes need), transposed in registers straight into the 8 output planes; the last
-     * 1-7 positions of a row one at a time, then the same transpose with a masked store */
+     * 1-7 positions of a row as one more such step, then the same transpose with a masked
+     * store */
     for (int64_t oh = 0; oh < OH; oh++) {
         if (oh % DW8_STRIP == 0) {
             /* the strip's input rows, from padded row oh * sh on */
@@ -147,7 +148,7 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
                  * taps still feed 8 independent FMA chains. Position by position, each
                  * output was one chain of KH*KW dependent FMAs; on 7x7 and 14x14 planes,
                  * where every row or half of it ends here, that was most of the time
-                 * (docs/BENCHMARKS.md, "Session 8: depthwise row ends") */
+                 * (docs/BENCHMARKS.md, "Session 8", MobileNetV2) */
                 int64_t lane[8];
                 for (int i = 0; i < 8; i++) lane[i] = (i < m ? i : m - 1) * sw * 8;
                 for (int64_t kh = 0; kh < KH; kh++)
