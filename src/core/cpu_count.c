@@ -47,7 +47,8 @@ int kiln_usable_cpus_from(int affinity, long online, const char *cpu_max_v2, con
 static bool cgroup_v2_path(char *buf, size_t cap) {
     char text[4096];
     if (!read_small("/proc/self/cgroup", text, sizeof text)) return false;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+    char *save = NULL; /* strtok_r: pools may be created from several threads at once */
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
         if (strncmp(line, "0::", 3) == 0) {
             snprintf(buf, cap, "%s", line + 3);
             return true;
