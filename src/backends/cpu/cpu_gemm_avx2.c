@@ -877,9 +877,13 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                     prefetch_tile_out(pf_c, t->ldc, pf_res, ld_res, t->M, tm * MR, tn,
                                       t->N - tn < NR * step ? t->N - tn : NR * step);
             }
+            /* streaming stores as the AVX2 tiles get them (local_task says when): on the GPU
+             * host's Xeon the AVX-512 pairs without them were 15-17% slower on 64 -> 256 at
+             * 56x56 with the residual, 5-8% on the K = 256 convs there (docs/BENCHMARKS.md,
+             * "Session 8") */
             if (step == 2)
                 gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, t->tile, mr, &whole, &whole, m0, n0, first,
-                               last, t->has_ep, t->fusable, false);
+                               last, t->has_ep, t->fusable, t->nt && first && last);
             else
                 gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
                              t->has_ep, t->fusable, t->nt && first && last);
