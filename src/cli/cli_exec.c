@@ -1221,12 +1221,16 @@ int cli_exec(int argc, char **argv) {
     if (!s.gpu) precision_notes(f);
     int ncpu = kiln_usable_cpus(); /* the affinity mask and cgroup quota, not the machine's count */
     s.threads = f->threads ? f->threads : (ncpu / f->streams > 0 ? ncpu / f->streams : 1);
-    if (!s.gpu && (long)s.threads * f->streams > ncpu)
+    if (!s.gpu && (long)s.threads * f->streams > ncpu) {
+        /* what fits: fewer threads per stream, or (more streams than CPUs) fewer streams */
+        char fits[64];
+        if (ncpu / f->streams > 0) snprintf(fits, sizeof fits, "--threads=%d fits", ncpu / f->streams);
+        else snprintf(fits, sizeof fits, "--infStreams=%d with --threads=1 fits", ncpu);
         perf_log('W', "%d thread%s per stream x %d stream%s on %d usable CPU%s (affinity mask, cgroup quota): "
-                      "kiln's workers spin between layers, so threads that share a CPU slow every layer down; "
-                      "--threads=%d fits",
+                      "kiln's workers spin between layers, so threads that share a CPU slow every layer down; %s",
                  s.threads, s.threads == 1 ? "" : "s", f->streams, f->streams == 1 ? "" : "s", ncpu,
-                 ncpu == 1 ? "" : "s", ncpu / f->streams > 0 ? ncpu / f->streams : 1);
+                 ncpu == 1 ? "" : "s", fits);
+    }
     perf_log('I', "=== Model Options ===");
     perf_log('I', "Format: %s", f->onnx ? "ONNX" : "kiln engine");
     perf_log('I', "Model: %s", f->onnx ? f->onnx : f->load_engine);

@@ -240,6 +240,10 @@ def test_more_threads_than_usable_cpus_warns(mlp):
     assert p.returncode == 0, p.stderr
     assert "[W] 2 threads per stream x 1 stream on 1 usable CPU (affinity mask, cgroup quota)" in p.stdout
     assert "--threads=1 fits" in p.stdout
+    p = run_on_one_cpu("exec", f"--onnx={mlp}", "--infStreams=2", *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "1 thread per stream x 2 streams on 1 usable CPU" in p.stdout
+    assert "--infStreams=1 with --threads=1 fits" in p.stdout
     p = run_on_one_cpu("run", mlp, "--threads", "2", "--iterations", "2")
     assert p.returncode == 0, p.stderr
     assert "--threads 2 on 1 usable CPU(s)" in p.stderr
