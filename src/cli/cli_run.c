@@ -192,10 +192,11 @@ int cli_run(int argc, char **argv) {
     ir_model *m = kiln_model_ir(km);
     rt_session_options so = rt_session_options_default();
     so.threads = threads;
-    if (threads > kiln_usable_cpus() && strcmp(backend, "cuda") != 0)
+    int usable = kiln_usable_cpus();
+    if (threads > usable && strcmp(backend, "cuda") != 0)
         fprintf(stderr, "kiln run: warning: --threads %d on %d usable CPU(s) (affinity mask, cgroup quota): kiln's "
                         "workers spin between layers, so threads that share a CPU slow every layer down\n",
-                threads, kiln_usable_cpus());
+                threads, usable);
     so.profile = profile;
     /* for the memory line (planned arena vs lower bound); per-node size accounting would
      * keep a device executor from recording CUDA graphs, so not on cuda */

@@ -217,7 +217,8 @@ static dw_inreg dw_inreg_of(const cpu_epilogue *ep) {
  * Since its input is transposed a strip of rows at a time (session 8) it wins on every
  * size (medians of 15, 6 alternating rounds, plane -> 8 channels): 32 ch 112x112 0.56 ->
  * 0.32 ms, 16 ch 224x224 0.92 -> 0.68, 32 ch 150x150 0.75 -> 0.67, 64 ch 224x224/2 2.42
- * -> 1.39; the plane kernel stays for buffers over the scratch limit. */
+ * -> 1.39, so the plane kernel is gone; the portable loop (dw_run) takes what this does
+ * not: no AVX2, more than CPU_CONV_DW_MAX_TAPS taps, or a strip buffer over the limit. */
 static bool dw_blocked(const cpu_conv_geom *g, bool avx2) {
     return avx2 && g->k[0] * g->k[1] <= CPU_CONV_DW_MAX_TAPS && cpu_conv_dw8_scratch(g) >= 0;
 }
