@@ -158,8 +158,9 @@ static void test_packed_vs_reference(void **state) {
         printf("skipped: this CPU (or KILN_CPU_ISA) has no AVX2+FMA, the packed GEMM is not used\n");
         return;
     }
-    printf("AVX-512 6x32 kernel: %s\n", cpu_gemm_avx512_usable() ? "exercised (pairs of full 16-column panels)"
-                                                                   : "not exercised, this CPU has no AVX-512F (AVX2 kernels ran)");
+    printf("AVX-512 kernels: %s\n", cpu_gemm_avx512_usable()
+                                          ? "exercised (6x32 pairs, rx32 partial A panels, x16 lone and partial B panels)"
+                                          : "not exercised, this CPU has no AVX-512F (AVX2 kernels ran)");
     run_shapes(NULL);
     cpu_threadpool *pool = NULL;
     kiln_error err = {0};

@@ -669,26 +669,49 @@ bool cpu_gemm_avx512_usable(void) {
 }
 
 /* Two neighbouring full B panels (32 columns: b0, then b1) against one A panel: the
- * AVX-512 6x32 kernel for a full 6-row tile, else the AVX2 tiles one panel at a time.
- * Each 16-column half is written through its own view (h0 for columns n0.., h1 for
- * n0+16..): one shared view in the row-major layout, one per P16 block in P16. */
-static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b0, const float *b1, float *tile, int mr,
+ * AVX-512 6x32 kernel, or for the partial last A panel (mr < 6) its rx32 form. Each
+ * 16-column half is written through its own view (h0 for columns n0.., h1 for n0+16..):
+ * one shared view in the row-major layout, one per P16 block in P16. The partial A panel
+ * used to run as two AVX2 6x16-style tiles through the tile buffer, at half the vector
+ * width: on the GPU host's Xeon, ResNet-50's M = 64 convs (64 = 10 x 6 + 4 rows) were
+ * 3.0-3.2% faster with rx32 (in-process A/B, 1 thread, 41 interleaved calls, faster in
+ * 28-29 of 41; docs/BENCHMARKS.md "Session 9"). */
+static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b0, const float *b1, int mr,
                                   const cpu_half_out *h0, const cpu_half_out *h1, int64_t m0, int64_t n0, bool first,
                                   bool last, bool has_ep, bool fusable, bool nt) {
-    if (mr != MR) {
-        gemm_tile(kc, a, b0, tile, mr, NR, h0->c, h0->ldc, m0, n0, first, last, h0->ep, has_ep, fusable, false);
-        gemm_tile(kc, a, b1, tile, mr, NR, h1->c, h1->ldc, m0, n0 + NR, first, last, h1->ep, has_ep, fusable, false);
-        return;
-    }
-    cpu_gemm_kernel_6x32_avx512(kc, a, b0, b1, h0, h1, m0, n0, !first, last && fusable, nt);
+    if (mr == MR) cpu_gemm_kernel_6x32_avx512(kc, a, b0, b1, h0, h1, m0, n0, !first, last && fusable, nt);
+    else cpu_gemm_kernel_rx32_avx512(kc, a, b0, b1, mr, h0, h1, m0, n0, !first, last && fusable, nt);
     if (last && fusable && (h0->ep->act.kind == CPU_ACT_GELU || h0->ep->act.kind == CPU_ACT_GELU_TANH)) {
-        gelu_tile(h0->c + m0 * h0->ldc + n0, h0->ldc, MR, h0->ep->act.kind);
-        gelu_tile(h1->c + m0 * h1->ldc + n0 + NR, h1->ldc, MR, h1->ep->act.kind);
+        gelu_tile(h0->c + m0 * h0->ldc + n0, h0->ldc, mr, h0->ep->act.kind);
+        gelu_tile(h1->c + m0 * h1->ldc + n0 + NR, h1->ldc, mr, h1->ep->act.kind);
     }
     if (last && has_ep && !fusable) {
-        cpu_epilogue_apply(h0->ep, h0->c, h0->ldc, m0, m0 + MR, n0, n0 + NR);
-        cpu_epilogue_apply(h1->ep, h1->c, h1->ldc, m0, m0 + MR, n0 + NR, n0 + 2 * NR);
+        cpu_epilogue_apply(h0->ep, h0->c, h0->ldc, m0, m0 + mr, n0, n0 + NR);
+        cpu_epilogue_apply(h1->ep, h1->c, h1->ldc, m0, m0 + mr, n0 + NR, n0 + 2 * NR);
     }
+}
+
+/* One B panel without a partner (a lone full panel, or the partial last one) against one
+ * A panel: with AVX-512 the x16 kernel (zmm, masked to nr columns), else gemm_tile. Why:
+ * these ran on the AVX2 tiles at half the vector width, and where N is small that is a
+ * large share: at 7x7 (N = 49: a pair, a lone panel and 1 column) the lone panel and the
+ * column took as long as the pair. On the Xeon, with rx32 above, 2048 x 49 x 512 4.6%
+ * faster (52 of 61 calls), 512 x 49 x 2048 1.3% (41 of 61); in ResNet-50 the 7x7 1x1
+ * convs and the 14x14/2 downsample 5-6% (9-10 of 10 rounds). A GELU with a partial panel
+ * goes through cpu_epilogue_apply: gelu_tile works on whole 16-column rows. */
+static inline void gemm_tile_one(bool use512, int64_t kc, const float *a, const float *b, float *tile, int mr, int nr,
+                                 float *C, int64_t ldc, int64_t m0, int64_t n0, bool first, bool last,
+                                 const cpu_epilogue *ep, bool has_ep, bool fusable, bool nt) {
+    if (use512) {
+        bool gelu = ep && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH);
+        bool fuse = last && fusable && !(gelu && nr != NR);
+        const cpu_half_out h = {C, ldc, ep};
+        cpu_gemm_kernel_x16_avx512(kc, a, b, mr, nr, &h, m0, n0, !first, fuse, nt);
+        if (fuse && gelu) gelu_tile(C + m0 * ldc + n0, ldc, mr, ep->act.kind);
+        if (last && has_ep && !fuse) cpu_epilogue_apply(ep, C, ldc, m0, m0 + mr, n0, n0 + nr);
+        return;
+    }
+    gemm_tile(kc, a, b, tile, mr, nr, C, ldc, m0, n0, first, last, ep, has_ep, fusable, nt);
 }
 
 /* Whether panels np and np+1 (of [np, np1)) are both full and the AVX-512 kernel runs. */
@@ -821,11 +844,11 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
                 int mr = (int)(t->M - m0 < MR ? t->M - m0 : MR);
                 next_panels_step(&pf);
                 if (step == 2)
-                    gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, t->tile, mr, &h[0], &h[1], m0, n0, first,
+                    gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, mr, &h[0], &h[1], m0, n0, first,
                                    last, t->has_ep, t->fusable, nt);
                 else
-                    gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, h[0].c, h[0].ldc, m0, n0, first, last,
-                              h[0].ep, t->has_ep, t->fusable, nt);
+                    gemm_tile_one(t->use512, kc, abase + mp * MR * kc, b, t->tile, mr, nr, h[0].c, h[0].ldc, m0, n0,
+                                  first, last, h[0].ep, t->has_ep, t->fusable, nt);
             }
         }
         return;
@@ -882,11 +905,11 @@ static void run_panels(const tile_args *t, int64_t kc, bool first, bool last, co
              * 56x56 with the residual, 5-8% on the K = 256 convs there (docs/BENCHMARKS.md,
              * "Session 8") */
             if (step == 2)
-                gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, t->tile, mr, &whole, &whole, m0, n0, first,
+                gemm_tile_pair(kc, abase + mp * MR * kc, b, b + bstride, mr, &whole, &whole, m0, n0, first,
                                last, t->has_ep, t->fusable, t->nt && first && last);
             else
-                gemm_tile(kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first, last, t->ep,
-                             t->has_ep, t->fusable, t->nt && first && last);
+                gemm_tile_one(t->use512, kc, abase + mp * MR * kc, b, t->tile, mr, nr, t->C, t->ldc, m0, n0, first,
+                              last, t->ep, t->has_ep, t->fusable, t->nt && first && last);
         }
     }
 }

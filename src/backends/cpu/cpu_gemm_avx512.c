@@ -1,6 +1,6 @@
-/* cpu_gemm_avx512.c - the AVX-512 6x32 microkernels (cpu_gemm_avx512.h says where they
- * are used and why). Compiled with -mavx512f; never called unless
- * cpu_gemm_avx512_usable().
+/* cpu_gemm_avx512.c - the AVX-512 6x32 microkernels and the packed GEMM's edge kernels
+ * (cpu_gemm_avx512.h says where they are used and why). Compiled with -mavx512f; never
+ * called unless cpu_gemm_avx512_usable().
  *
  * Why: on an AVX-512 server core (the Xeon of the GPU host: 2 x 512-bit FMA units) the
  * 6x16 AVX2 kernel reaches at most half of the core's FLOP rate, and ONNX Runtime's
@@ -8,6 +8,11 @@
  * kiln (docs/BENCHMARKS.md "Session 4: AVX-512"). The register budget: 12 accumulators
  * (6 rows x 2 zmm), 2 B vectors and one broadcast register; per k step 12 FMAs against 8
  * loads (2 B vectors, 6 broadcasts), so the FMA units, not the load ports, set the pace.
+ * Measured on that Xeon with both operands in L1 (1 thread, thread CPU time, min of 7):
+ * 168.5-173.2 GFLOP/s for kc 64-320, 96-98% of a register-only FMA loop's 176.1. A 12x32
+ * form (two A panels, 24 accumulators) ran at 95-96% there and made ResNet-50 and BERT
+ * slower in the network (61.6 -> 65.2 ms and 166.7 -> 174.0 ms, 1 thread), so the 6x32
+ * tile stays (docs/BENCHMARKS.md "Session 9").
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -90,6 +95,95 @@ void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, co
     row_out32(half0, half1, c30, c31, accumulate, fuse, m0 + 3, n0, nt);
     row_out32(half0, half1, c40, c41, accumulate, fuse, m0 + 4, n0, nt);
     row_out32(half0, half1, c50, c51, accumulate, fuse, m0 + 5, n0, nt);
+}
+
+/* The first mr (1..5) rows of a 6x32 tile, mr a compile-time constant after inlining
+ * (cpu_gemm_kernel_rx32_avx512), so the accumulator array stays in registers. */
+static inline __attribute__((always_inline)) void kernel_rx32_impl(int64_t kc, const float *a, const float *b0,
+                                                                   const float *b1, const cpu_half_out *half0,
+                                                                   const cpu_half_out *half1, int64_t m0, int64_t n0,
+                                                                   bool accumulate, bool fuse, bool nt, int mr) {
+    __m512 c[5][2];
+    for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 x0 = _mm512_loadu_ps(b0 + k * 16), x1 = _mm512_loadu_ps(b1 + k * 16);
+        for (int i = 0; i < mr; i++) {
+            __m512 y = _mm512_set1_ps(a[k * 6 + i]);
+            c[i][0] = _mm512_fmadd_ps(y, x0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(y, x1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < mr; i++) row_out32(half0, half1, c[i][0], c[i][1], accumulate, fuse, m0 + i, n0, nt);
+}
+
+void cpu_gemm_kernel_rx32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, int mr,
+                                 const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
+                                 bool accumulate, bool fuse, bool nt) {
+    switch (mr) {
+    case 1: kernel_rx32_impl(kc, a, b0, b1, half0, half1, m0, n0, accumulate, fuse, nt, 1); break;
+    case 2: kernel_rx32_impl(kc, a, b0, b1, half0, half1, m0, n0, accumulate, fuse, nt, 2); break;
+    case 3: kernel_rx32_impl(kc, a, b0, b1, half0, half1, m0, n0, accumulate, fuse, nt, 3); break;
+    case 4: kernel_rx32_impl(kc, a, b0, b1, half0, half1, m0, n0, accumulate, fuse, nt, 4); break;
+    default: kernel_rx32_impl(kc, a, b0, b1, half0, half1, m0, n0, accumulate, fuse, nt, 5); break;
+    }
+}
+
+/* half_out16 for the first nr < 16 columns: C, a column bias and the residual are read
+ * and C written under the lane mask, so nothing past column nr is touched. */
+static inline void half_out16_masked(float *c, __m512 v, __mmask16 k, bool accumulate, bool fuse,
+                                     const cpu_epilogue *ep, int64_t m, int64_t n0) {
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, c));
+    if (fuse) {
+        if (ep->bias_mode == CPU_BIAS_ROW) v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[m]));
+        else if (ep->bias_mode == CPU_BIAS_COL) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->bias + n0));
+        if (ep->residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->residual + m * ep->ld_res + n0));
+        if (ep->act.kind == CPU_ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (ep->act.kind == CPU_ACT_CLIP)
+            v = _mm512_min_ps(_mm512_set1_ps(ep->act.b), _mm512_max_ps(_mm512_set1_ps(ep->act.a), v));
+    }
+    _mm512_mask_storeu_ps(c, k, v);
+}
+
+/* mr x nr (mr <= 6 a compile-time constant after inlining, nr <= 16) against one B panel.
+ * Even and odd k steps accumulate apart: with 6 or fewer rows one chain per row would
+ * leave the FMA units waiting on their own latency. */
+static inline __attribute__((always_inline)) void kernel_x16_impl(int64_t kc, const float *a, const float *b,
+                                                                  int nr, const cpu_half_out *h, int64_t m0,
+                                                                  int64_t n0, bool accumulate, bool fuse, bool nt,
+                                                                  int mr) {
+    __m512 c[6], d[6];
+    for (int i = 0; i < mr; i++) c[i] = d[i] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        __m512 x = _mm512_loadu_ps(b + k * 16), y = _mm512_loadu_ps(b + k * 16 + 16);
+        for (int i = 0; i < mr; i++) {
+            c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * 6 + i]), x, c[i]);
+            d[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * 6 + 6 + i]), y, d[i]);
+        }
+    }
+    if (k < kc) {
+        __m512 x = _mm512_loadu_ps(b + k * 16);
+        for (int i = 0; i < mr; i++) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * 6 + i]), x, c[i]);
+    }
+    __mmask16 mask = (__mmask16)((1u << nr) - 1);
+    for (int i = 0; i < mr; i++) {
+        __m512 v = _mm512_add_ps(c[i], d[i]);
+        float *row = h->c + (m0 + i) * h->ldc + n0;
+        if (nr == 16) half_out16(row, v, accumulate, fuse, h->ep, m0 + i, n0, nt);
+        else half_out16_masked(row, v, mask, accumulate, fuse, h->ep, m0 + i, n0);
+    }
+}
+
+void cpu_gemm_kernel_x16_avx512(int64_t kc, const float *a, const float *b, int mr, int nr, const cpu_half_out *h,
+                                int64_t m0, int64_t n0, bool accumulate, bool fuse, bool nt) {
+    switch (mr) {
+    case 1: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 1); break;
+    case 2: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 2); break;
+    case 3: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 3); break;
+    case 4: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 4); break;
+    case 5: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 5); break;
+    default: kernel_x16_impl(kc, a, b, nr, h, m0, n0, accumulate, fuse, nt, 6); break;
+    }
 }
 
 void cpu_winograd_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, float *c,

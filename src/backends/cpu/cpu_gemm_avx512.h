@@ -4,8 +4,9 @@
  * Both callers keep their packed layouts (6-row A panels, 16-column B panels) and, on a
  * CPU with AVX-512F, hand two neighbouring 16-column B panels to one 6x32 kernel: 12 zmm
  * accumulators, 2 B vectors and one broadcast per row and k step, twice the FLOPs per
- * instruction of the 6x16 AVX2 kernel. Edge tiles (fewer than 6 rows, a lone or partial
- * last panel) stay on the AVX2 kernels. The functions here are compiled with -mavx512f
+ * instruction of the 6x16 AVX2 kernel. The packed GEMM's edges run here too: a partial
+ * last A panel against a pair (rx32), a lone or partial last B panel (x16, masked to its
+ * columns). The Winograd GEMMs' edges stay on the AVX2 kernels. The functions here are compiled with -mavx512f
  * (CMake: *_avx512.c) and must only be called when cpu_gemm_avx512_usable() says so.
  */
 #ifndef KILN_BACKENDS_CPU_CPU_GEMM_AVX512_H
@@ -39,6 +40,18 @@ typedef struct cpu_half_out {
 void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1,
                                  const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
                                  bool accumulate, bool fuse, bool nt);
+
+/* The first mr rows (1..5) of the 6x32 tile, the A panel still packed [kc][6] (rows past
+ * mr unused): the last, partial A panel of a pair of B panels. */
+void cpu_gemm_kernel_rx32_avx512(int64_t kc, const float *a, const float *b0, const float *b1, int mr,
+                                 const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
+                                 bool accumulate, bool fuse, bool nt);
+
+/* mr (1..6) rows x nr (1..16) columns against one B panel ([kc][16], zero past nr), as
+ * the 6x32 kernel otherwise: a lone last panel, full or partial. Only columns below nr
+ * of C, the bias and the residual are read or written. */
+void cpu_gemm_kernel_x16_avx512(int64_t kc, const float *a, const float *b, int mr, int nr, const cpu_half_out *h,
+                                int64_t m0, int64_t n0, bool accumulate, bool fuse, bool nt);
 
 /* Winograd layout: c[6][32] (row stride ldc) = (accumulate ? c : 0) + a * [b0 | b1] over
  * kc (a multiple of 8), a in [kc/8][6][8], b0 and b1 in [kc][16]. */
