@@ -182,8 +182,10 @@ typedef struct dw_job {
     const float *x, *w;
     float *y;
     const cpu_epilogue *ep;
-    int64_t channels; /* per image */
-    bool avx2;        /* cpu_conv_dw8_avx2 may run */
+    int64_t channels;   /* per image */
+    bool avx2;          /* cpu_conv_dw8_avx2 may run */
+    bool x_p16, y_p16;  /* input / output in the P16 layout (dw8_run only: conv_p16_direct_dw) */
+    _Atomic bool nomem; /* a P16 group found no row buffer (the portable loop reads planes only) */
 } dw_job;
 
 static void dw_run(void *user, int64_t begin, int64_t end);
@@ -234,12 +236,37 @@ static void dw8_run(void *user, int64_t begin, int64_t end) {
     int64_t KK = g->k[0] * g->k[1], IS = g->in[0] * g->in[1], OS = g->out[0] * g->out[1];
     int64_t scratch = cpu_conv_dw8_scratch(g); /* >= 0: dw_blocked checked */
     float *buf = kiln_realloc_array(NULL, (size_t)scratch + 16, sizeof(float));
-    if (!buf) { /* the portable loop needs no buffer */
-        dw_run(user, begin * 8, end * 8 < j->channels ? end * 8 : j->channels);
+    bool p16 = j->x_p16 || j->y_p16;
+    if (!buf) { /* the portable loop needs no buffer, but reads and writes planes */
+        if (p16) ((dw_job *)user)->nomem = true;
+        else dw_run(user, begin * 8, end * 8 < j->channels ? end * 8 : j->channels);
         return;
     }
     const cpu_epilogue *ep = j->ep;
     dw_inreg in = dw_inreg_of(ep);
+    /* A P16 side holds a group's 8 channels as 8 lines of every 16-position block, the
+     * blocks 16 * channels floats apart. Group by group over whole planes that is a long
+     * stride through the tensor; strip by strip, every group's lines of a block are used
+     * together. 96 channels at 112x112/2, P16 in and out, against planes (in-process,
+     * interleaved calls): +118% group by group, +50% strip by strip. (In the network the
+     * stride-1 layers came out even and the 1x1 convs around them gained; the layout
+     * pass leaves stride-2 ones NCHW: docs/BENCHMARKS.md, "Session 9".) */
+    if (p16) {
+        for (int64_t oh0 = 0; oh0 < g->out[0]; oh0 += CPU_CONV_DW8_STRIP)
+            for (int64_t b = begin; b < end; b++) {
+                int64_t c0 = b * 8;
+                int nc = (int)(j->channels - c0 < 8 ? j->channels - c0 : 8);
+                cpu_dw8_side xs = j->x_p16 ? (cpu_dw8_side){(float *)j->x + c0 * 16, 16, 16 * j->channels}
+                                           : (cpu_dw8_side){(float *)j->x + c0 * IS, IS, 0};
+                cpu_dw8_side ys = j->y_p16 ? (cpu_dw8_side){j->y + c0 * 16, 16, 16 * j->channels}
+                                           : (cpu_dw8_side){j->y + c0 * OS, OS, 0};
+                const float *bias = ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias + c0 : NULL;
+                cpu_conv_dw8_avx2(g, xs, j->w + c0 * KK, nc, ys, bias, in.relu, in.lo, in.hi, oh0,
+                                  oh0 + CPU_CONV_DW8_STRIP, buf);
+            }
+        free(buf);
+        return;
+    }
     /* Small planes: the next group's 8 input and 8 output planes (contiguous runs of 8 * IS
      * and 8 * OS floats) are prefetched while this group runs. Their rows are only 7-32
      * floats, and a group is done in a few microseconds, so once a batch no longer fits L2
@@ -257,8 +284,8 @@ static void dw8_run(void *user, int64_t begin, int64_t end) {
             for (int64_t o = 0; o < ny; o += 16) __builtin_prefetch(yn + o, 1, 3);
         }
         const float *bias = in.on && ep->bias_mode == CPU_BIAS_ROW && ep->bias ? ep->bias + c0 : NULL;
-        cpu_conv_dw8_avx2(g, j->x + c0 * IS, IS, j->w + c0 * KK, nc, j->y + c0 * OS, OS, bias, in.relu, in.lo,
-                          in.hi, buf);
+        cpu_conv_dw8_avx2(g, (cpu_dw8_side){(float *)j->x + c0 * IS, IS, 0}, j->w + c0 * KK, nc,
+                          (cpu_dw8_side){j->y + c0 * OS, OS, 0}, bias, in.relu, in.lo, in.hi, 0, g->out[0], buf);
         if (!in.on) cpu_epilogue_apply(ep, j->y, OS, c0, c0 + nc, 0, OS);
     }
     free(buf);
@@ -389,6 +416,14 @@ static bool conv_p16_direct(const cpu_conv_geom *g, int32_t nsp, int64_t group, 
            (!(p16 & CPU_CONV_P16_X) || ((uintptr_t)X & 31) == 0);
 }
 
+/* The same for a 2-D depthwise conv: the 8-channel kernel runs it (AVX2, few enough taps,
+ * a row buffer in range) with the whole epilogue in registers (so no residual), and each
+ * P16 side has rows of a multiple of 8 positions (cpu_conv.h). */
+static bool conv_p16_direct_dw(const cpu_conv_geom *g, int64_t p16, const cpu_epilogue *ep) {
+    return !(p16 & CPU_CONV_P16_RES) && dw_blocked(g, cpu_gemm_packed_supported()) && dw_inreg_of(ep).on &&
+           (!(p16 & CPU_CONV_P16_X) || g->in[1] % 8 == 0) && (!(p16 & CPU_CONV_P16_Y) || g->out[1] % 8 == 0);
+}
+
 static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                  rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
@@ -428,8 +463,17 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     /* constant weights on an AVX2 machine: packed once into the node state for kiln's own
      * GEMM (cpu_gemm_avx2.c says why) or transformed for Winograd */
     bool packable = ctx->state && cpu_gemm_packed_supported() && cpu_input_is_const(ctx, 1);
-    if (p16 && !conv_p16_direct(&g, nsp, group, pointwise, packable, x->data, p16))
-        return cpu_conv_p16_fallback(ctx, inputs, n_in, outputs, n_out, p16, conv_run_rows, (int)algo);
+    bool depthwise = C / group == 1 && M / group == 1 && nsp == 2 && C > 1;
+    if (p16) {
+        bool direct;
+        if (depthwise) {
+            cpu_epilogue e;
+            st = cpu_epilogue_from_node(ctx, inputs, n_in, (uint64_t)N * (uint64_t)M * (uint64_t)g.out_size, &e);
+            if (st != KILN_OK) return st;
+            direct = conv_p16_direct_dw(&g, p16, &e);
+        } else direct = conv_p16_direct(&g, nsp, group, pointwise, packable, x->data, p16);
+        if (!direct) return cpu_conv_p16_fallback(ctx, inputs, n_in, outputs, n_out, p16, conv_run_rows, (int)algo);
+    }
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
     ydims[1] = M;
@@ -450,15 +494,18 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     int64_t Cg = C / group, Mg = M / group, OS = g.out_size, IS = g.in_size;
     int64_t Kdim = Cg * g.k_size;
 
-    if (Cg == 1 && Mg == 1 && nsp == 2 && C > 1) {
-        /* depthwise: bias indexed per (image, channel) row, so give it a per-image view */
+    if (depthwise) {
+        /* bias indexed per (image, channel) row, so give it a per-image view; P16 sides
+         * (conv_p16_direct_dw checked them) only ever reach dw8_run */
         for (int64_t n = 0; n < N; n++) {
             cpu_epilogue e = ep;
             if (e.residual) e.residual += n * M * OS;
             e.ld_res = OS;
-            dw_job j = {&g, X + n * C * IS, Wt, Y + n * M * OS, &e, C, cpu_gemm_packed_supported()};
+            dw_job j = {&g, X + n * C * IS, Wt, Y + n * M * OS, &e, C, cpu_gemm_packed_supported(),
+                        (p16 & CPU_CONV_P16_X) != 0, (p16 & CPU_CONV_P16_Y) != 0, false};
             if (dw_blocked(&g, j.avx2)) cpu_parallel_for(ctx->pool, (C + 7) / 8, 1, dw8_run, &j);
             else cpu_parallel_for(ctx->pool, C, 1, dw_run, &j);
+            if (j.nomem) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for a depthwise Conv's row buffer");
         }
         return KILN_OK;
     }

@@ -28,16 +28,24 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
 
-/* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): planes x_cs / y_cs
- * floats apart, y [OH, OW] from x [H, W] and weights [nc][KH*KW], plus bias[nc] (or
- * NULL), then ReLU (relu) or the clamp to [lo, hi] (Clip; none: -inf, +inf), in
- * registers, with the NaN behaviour of the ReLU and Clip ops; other epilogues are the
- * caller's. buf: cpu_conv_dw8_scratch(g) floats (-1: over 2^28, do not run it). AVX2 +
- * FMA only, and at most CPU_CONV_DW_MAX_TAPS taps. */
+/* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): output rows
+ * [oh0, oh1) (oh0 a multiple of CPU_CONV_DW8_STRIP) of y [OH, OW] from x [H, W] and
+ * weights [nc][KH*KW], plus bias[nc] (or NULL), then ReLU (relu) or the clamp to [lo, hi]
+ * (Clip; none: -inf, +inf), in registers, with the NaN behaviour of the ReLU and Clip
+ * ops; other epilogues are the caller's. Each side is planar or P16 (cpu_dw8_side):
+ * position p of channel c at data + c * cs + p (planar: bs = 0), or at data + c * cs +
+ * (p / 16) * bs + p % 16 (P16: cs = 16, bs = 16 * channels, data at the group's first
+ * channel; its row width must be a multiple of 8). buf: cpu_conv_dw8_scratch(g) floats
+ * (-1: over 2^28, do not run it). AVX2 + FMA only, at most CPU_CONV_DW_MAX_TAPS taps. */
 #define CPU_CONV_DW_MAX_TAPS 64
+#define CPU_CONV_DW8_STRIP 8
+typedef struct cpu_dw8_side {
+    float *data;
+    int64_t cs, bs;
+} cpu_dw8_side;
 int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g);
-void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
-                       int64_t y_cs, const float *bias, bool relu, float lo, float hi, float *buf);
+void cpu_conv_dw8_avx2(const cpu_conv_geom *g, cpu_dw8_side x, const float *w, int nc, cpu_dw8_side y,
+                       const float *bias, bool relu, float lo, float hi, int64_t oh0, int64_t oh1, float *buf);
 
 /* P16 layouts of a Conv's data (the kiln_p16 attribute's bits, written by the CPU layout
  * pass build/passes/layout_p16.c; cpu_gemm_packed.h defines the layout). */

@@ -6,7 +6,9 @@
  * plane-at-a-time vector kernel (each input row split into its stride phases, taps as
  * broadcast-FMAs over a row) came first; the 8-channel kernel below replaced it on small
  * planes in session 6 and, once it worked in strips of rows, on every size in session 8
- * (cpu_conv.c, dw_blocked, has the measurements).
+ * (cpu_conv.c, dw_blocked, has the measurements). Since session 9 either side may be in
+ * the P16 layout (rows a multiple of 8 positions): the same transposes, each 8-position
+ * piece of a row loaded from or stored to its 16-position block.
  */
 #include <immintrin.h>
 
@@ -46,7 +48,7 @@ static inline __m256 dw_out(__m256 v, __m256 vb, bool relu, __m256 vlo, __m256 v
  * before it runs, so the buffer (at most (8 - 1) * stride + reach rows) stays in L1/L2.
  * Transposing whole planes first, a 112x112 input (96 channels, stride 2: 416 KiB per
  * 8 channels) went out to L3 and came back (docs/BENCHMARKS.md, "Session 8"). */
-#define DW8_STRIP 8
+#define DW8_STRIP CPU_CONV_DW8_STRIP
 
 /* Padded width: every tap of every output column in range, and the whole input row
  * inside; -1 when too large (dw_size). */
@@ -65,6 +67,32 @@ static int64_t dw8_strip_rows(const cpu_conv_geom *g) {
 int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g) {
     int64_t PW = dw8_width(g), R = dw8_strip_rows(g);
     return PW < 0 || R < 0 ? -1 : dw_size(dw_size(R, PW, 0), 8, 0);
+}
+
+/* dw8_fill_rows for a P16 input (row width a multiple of 8, so every 8-position piece of
+ * a row is one load per channel from one block). */
+static void dw8_fill_rows_p16(cpu_dw8_side x, int nc, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t PW,
+                              int64_t r0, int64_t r1, float *buf) {
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t r = r0; r < r1; r++) {
+        float *prow = buf + (r - r0) * PW * 8;
+        int64_t ih = r - pt;
+        if (ih < 0 || ih >= H) {
+            for (int64_t c = 0; c < PW; c++) _mm256_storeu_ps(prow + c * 8, zero);
+            continue;
+        }
+        for (int64_t c = 0; c < pl; c++) _mm256_storeu_ps(prow + c * 8, zero);
+        for (int64_t c = pl + W; c < PW; c++) _mm256_storeu_ps(prow + c * 8, zero);
+        prow += pl * 8;
+        for (int64_t iw = 0; iw < W; iw += 8) {
+            int64_t p = ih * W + iw;
+            const float *src = x.data + (p >> 4) * x.bs + (p & 15);
+            __m256 v[8];
+            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_loadu_ps(src + c * 16) : zero;
+            cpu_transpose8_ps(v);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(prow + (iw + i) * 8, v[i]);
+        }
+    }
 }
 
 /* Padded rows [r0, r1) (padded row r is input row r - pad_top) of 8 channels, transposed
@@ -103,8 +131,8 @@ static void dw8_fill_rows(const float *x, int64_t x_cs, int nc, int64_t H, int64
     }
 }
 
-void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, const float *w, int nc, float *y,
-                       int64_t y_cs, const float *bias, bool relu, float lo, float hi, float *buf) {
+void cpu_conv_dw8_avx2(const cpu_conv_geom *g, cpu_dw8_side x, const float *w, int nc, cpu_dw8_side y,
+                       const float *bias, bool relu, float lo, float hi, int64_t oh0, int64_t oh1, float *buf) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0], KW = g->k[1];
     int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1], pt = g->pad0[0], pl = g->pad0[1];
     int64_t PW = dw8_width(g), R = dw8_strip_rows(g); /* the caller checked the scratch size */
@@ -123,14 +151,15 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
      * pipes need), transposed in registers straight into the 8 output planes; the last
      * 1-7 positions of a row as one more such step, then the same transpose with a masked
      * store */
-    for (int64_t oh = 0; oh < OH; oh++) {
+    for (int64_t oh = oh0; oh < oh1 && oh < OH; oh++) {
         if (oh % DW8_STRIP == 0) {
             /* the strip's input rows, from padded row oh * sh on */
             int64_t r0 = oh * sh, r1 = r0 + R;
-            dw8_fill_rows(x, x_cs, nc, H, W, pt, pl, PW, r0, r1, buf);
+            if (x.bs) dw8_fill_rows_p16(x, nc, H, W, pt, pl, PW, r0, r1, buf);
+            else dw8_fill_rows(x.data, x.cs, nc, H, W, pt, pl, PW, r0, r1, buf);
         }
         const float *prow = buf + (oh % DW8_STRIP) * sh * PW * 8;
-        float *yrow = y + oh * OW;
+        float *yrow = y.data + oh * OW;
         for (int64_t ow = 0; ow < OW; ow += 8) {
             int64_t m = OW - ow < 8 ? OW - ow : 8;
             __m256 a[8];
@@ -160,11 +189,15 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, const float *x, int64_t x_cs, con
             }
             for (int i = 0; i < 8; i++) a[i] = dw_out(a[i], vb, relu, vlo, vhi);
             cpu_transpose8_ps(a);
-            if (m == 8)
-                for (int c = 0; c < nc; c++) _mm256_storeu_ps(yrow + c * y_cs + ow, a[c]);
+            if (y.bs) { /* P16: OW is a multiple of 8, so m == 8 and the piece is in one block */
+                int64_t p = oh * OW + ow;
+                float *dst = y.data + (p >> 4) * y.bs + (p & 15);
+                for (int c = 0; c < nc; c++) _mm256_storeu_ps(dst + c * 16, a[c]);
+            } else if (m == 8)
+                for (int c = 0; c < nc; c++) _mm256_storeu_ps(yrow + c * y.cs + ow, a[c]);
             else {
                 __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - m));
-                for (int c = 0; c < nc; c++) _mm256_maskstore_ps(yrow + c * y_cs + ow, mask, a[c]);
+                for (int c = 0; c < nc; c++) _mm256_maskstore_ps(yrow + c * y.cs + ow, mask, a[c]);
             }
         }
     }

@@ -1,5 +1,5 @@
-/* layout_p16.c - picks the activations between 1x1 convolutions that the CPU stores in its
- * P16 layout instead of NCHW.
+/* layout_p16.c - picks the activations between 1x1 (and depthwise) convolutions that the
+ * CPU stores in its P16 layout instead of NCHW.
  *
  * Why. A 1x1 conv over NCHW data is a GEMM Y[Cout, H*W] = W[Cout, Cin] * X[Cin, H*W] per
  * image. The CPU's packed GEMM must first copy X into 16-column panels (positions in
@@ -11,12 +11,23 @@
  * ResNet-50's bottleneck blocks chain exactly such convs: conv3 (1x1) writes the block
  * output, which the next block's conv1 (1x1) reads and its conv3 adds as the residual.
  *
+ * Depthwise convs (session 9). In MobileNet-style blocks a 1x1 expand conv feeds a 3x3
+ * depthwise conv, which feeds a 1x1 project conv, so no value there could be P16: the
+ * project conv packed its input, and the expand conv wrote its tiles a whole image row
+ * apart. The CPU's depthwise kernel transposes 8 channels into a row buffer and back
+ * anyway, so it reads and writes P16 too (cpu_conv_dw_avx2.c), where a row is a multiple
+ * of 8 positions (each 8-position piece then lies in one block).
+ *
  * What. A float32 value gets P16 when
- *  - a Conv that the P16 path runs (2-D, 1x1 kernel, stride 1, no padding, group 1,
- *    constant weights) produces it as its output,
- *  - its shape is [N, C, H, W] with H*W a multiple of 16 (the panel width), and
- *  - every reader is such a Conv reading it as its input X or as its fused residual
- *    (kiln_residual, fuse_residual.c), and it is not a graph output or read by a subgraph.
+ *  - a Conv that the P16 path runs produces it as its output: 2-D, 1x1 kernel, stride 1,
+ *    no padding, group 1, constant weights; or depthwise (group = channels, constant
+ *    [C, 1, kh, kw] weights) with no fused residual and no fused activation other than
+ *    Relu or Clip (what the depthwise kernel applies in registers),
+ *  - its shape is [N, C, H, W] with H*W a multiple of 16 (the panel width), and W a
+ *    multiple of 8 where a depthwise conv writes or reads it, and
+ *  - every reader is such a Conv reading it as its input X, or a 1x1 one as its fused
+ *    residual (kiln_residual, fuse_residual.c), and it is not a graph output or read by a
+ *    subgraph.
  * Its producer gets bit CPU_CONV_P16_Y (2) in the int attribute kiln_p16, each reader bit
  * X (1) or RES (4) (the CPU Conv kernel, cpu_conv.c, reads them). Shapes and the memory
  * plan do not change: P16 holds the same floats in another order. A Conv the fast path
@@ -52,6 +63,33 @@ static bool pointwise_conv(const ir_graph *g, const ir_node *n) {
     return true;
 }
 
+/* A 2-D depthwise Conv whose epilogue the depthwise kernel keeps in registers: constant
+ * float32 weights [C, 1, kh, kw], group = C = the input's (known) channel count, no fused
+ * residual, no fused activation other than Relu or Clip. */
+static bool depthwise_conv(const ir_graph *g, const ir_node *n) {
+    if (n->domain[0] || strcmp(n->op_type, "Conv") || n->n_inputs < 2 || n->n_outputs < 1) return false;
+    const ir_tensor *w = pass_const(g, n->inputs[1]);
+    if (!w || w->dtype != KILN_DTYPE_FLOAT || w->rank != 4 || w->dims[1] != 1) return false;
+    int64_t group = ir_node_attr_int(n, "group", 1);
+    if (group < 2 || group != w->dims[0] || n->inputs[0] < 0 || n->inputs[0] >= g->n_values) return false;
+    const ir_type *xt = &g->values[n->inputs[0]].type;
+    if (xt->rank != 4 || xt->dims[1].kind != IR_DIM_CONST || xt->dims[1].value != group) return false;
+    if (ir_node_attr_int(n, "kiln_residual", -1) >= 0) return false;
+    const ir_attr *s = ir_node_attr(n, "strides");
+    for (int32_t i = 0; i < 2; i++)
+        if (ints_at(s, i, 1) != 1) return false;
+    const ir_attr *act = ir_node_attr(n, "kiln_activation");
+    if (!act) return true;
+    return act->type == IR_ATTR_STRING && act->s.len == 4 &&
+           (!memcmp(act->s.data, "Relu", 4) || !memcmp(act->s.data, "Clip", 4));
+}
+
+/* Value v's rows (W, its last dim) are a known multiple of 8 positions. */
+static bool rows_of_8(const ir_graph *g, int32_t v) {
+    const ir_type *t = &g->values[v].type;
+    return t->rank == 4 && t->dims[3].kind == IR_DIM_CONST && t->dims[3].value % 8 == 0;
+}
+
 /* float32 [N, C, H, W] with H and W known and H*W a multiple of 16. */
 static bool p16_shape(const ir_value *v) {
     const ir_type *t = &v->type;
@@ -73,6 +111,11 @@ static bool mark(ir_model *model, ir_node *n, int64_t bits) {
 
 /* The bits reader r needs for value v, or 0 when it cannot read v in P16. */
 static int64_t reader_bits(const ir_graph *g, const ir_node *r, int32_t v) {
+    if (depthwise_conv(g, r)) {
+        for (int32_t k = 1; k < r->n_inputs; k++)
+            if (r->inputs[k] == v) return 0; /* the weight or the bias */
+        return r->inputs[0] == v && rows_of_8(g, v) ? P16_X : 0;
+    }
     if (!pointwise_conv(g, r)) return 0;
     int64_t res = ir_node_attr_int(r, "kiln_residual", -1), bits = 0;
     for (int32_t k = 0; k < r->n_inputs; k++) {
@@ -103,8 +146,8 @@ kiln_status build_pass_layout_p16(ir_model *model, int32_t *marked, kiln_error *
     for (int32_t j = 0; j < g->n_nodes; j++) {
         const ir_node *n = &g->nodes[j];
         int32_t v = n->n_outputs > 0 ? n->outputs[0] : -1;
-        if (v >= 0 && v < g->n_values && !u.pinned[v] && u.count[v] > 0 && pointwise_conv(g, n) &&
-            p16_shape(&g->values[v]))
+        if (v >= 0 && v < g->n_values && !u.pinned[v] && u.count[v] > 0 && p16_shape(&g->values[v]) &&
+            (pointwise_conv(g, n) || (depthwise_conv(g, n) && rows_of_8(g, v))))
             p16[v] = true;
     }
     /* every reader must take it */
