@@ -10,7 +10,7 @@
 typedef struct engine_node_info {
     const char *precision; /* "half", "float", another dtype name, or "-" (type unknown) */
     const char *layout;    /* "nhwc" (kiln.nhwc), "nchw" (layout-sensitive ONNX ops), "p16 in",
-                            * "p16 out", "p16 in+out" (CPU 1x1 convs, layout_p16.c), "-" */
+                            * "p16 out", "p16 in+out" (CPU 1x1 and depthwise convs, layout_p16.c), "-" */
     char tactic[96];       /* "cg#2 engine 7", "lt#0", "algo#1", a CPU kernel, or "-" */
     double tactic_ms;      /* its recorded time, -1 when none */
 } engine_node_info;
