@@ -16,13 +16,16 @@
  * project conv packed its input, and the expand conv wrote its tiles a whole image row
  * apart. The CPU's depthwise kernel transposes 8 channels into a row buffer and back
  * anyway, so it reads and writes P16 too (cpu_conv_dw_avx2.c), where a row is a multiple
- * of 8 positions (each 8-position piece then lies in one block).
+ * of 8 positions (each 8-position piece then lies in one block). MobileNetV2 at batch 1
+ * spent 2-3.5% less of its time in the layers this changes (1-2 threads; batch 8 even);
+ * stride-2 depthwise convs ran 20-33% slower with P16 sides, so they keep NCHW
+ * (docs/BENCHMARKS.md, "Session 9").
  *
  * What. A float32 value gets P16 when
  *  - a Conv that the P16 path runs produces it as its output: 2-D, 1x1 kernel, stride 1,
- *    no padding, group 1, constant weights; or depthwise (group = channels, constant
- *    [C, 1, kh, kw] weights) with no fused residual and no fused activation other than
- *    Relu or Clip (what the depthwise kernel applies in registers),
+ *    no padding, group 1, constant weights; or depthwise with stride 1 (group = channels,
+ *    constant [C, 1, kh, kw] weights) with no fused residual and no fused activation
+ *    other than Relu or Clip (what the depthwise kernel applies in registers),
  *  - its shape is [N, C, H, W] with H*W a multiple of 16 (the panel width), and W a
  *    multiple of 8 where a depthwise conv writes or reads it, and
  *  - every reader is such a Conv reading it as its input X, or a 1x1 one as its fused
@@ -63,9 +66,9 @@ static bool pointwise_conv(const ir_graph *g, const ir_node *n) {
     return true;
 }
 
-/* A 2-D depthwise Conv whose epilogue the depthwise kernel keeps in registers: constant
- * float32 weights [C, 1, kh, kw], group = C = the input's (known) channel count, no fused
- * residual, no fused activation other than Relu or Clip. */
+/* A 2-D stride-1 depthwise Conv whose epilogue the depthwise kernel keeps in registers:
+ * constant float32 weights [C, 1, kh, kw], group = C = the input's (known) channel count,
+ * no fused residual, no fused activation other than Relu or Clip. */
 static bool depthwise_conv(const ir_graph *g, const ir_node *n) {
     if (n->domain[0] || strcmp(n->op_type, "Conv") || n->n_inputs < 2 || n->n_outputs < 1) return false;
     const ir_tensor *w = pass_const(g, n->inputs[1]);
