@@ -69,36 +69,12 @@ int64_t cpu_conv_dw8_scratch(const cpu_conv_geom *g) {
     return PW < 0 || R < 0 ? -1 : dw_size(dw_size(R, PW, 0), 8, 0);
 }
 
-/* dw8_fill_rows for a P16 input (row width a multiple of 8, so every 8-position piece of
- * a row is one load per channel from one block). */
-static void dw8_fill_rows_p16(cpu_dw8_side x, int nc, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t PW,
-                              int64_t r0, int64_t r1, float *buf) {
-    const __m256 zero = _mm256_setzero_ps();
-    for (int64_t r = r0; r < r1; r++) {
-        float *prow = buf + (r - r0) * PW * 8;
-        int64_t ih = r - pt;
-        if (ih < 0 || ih >= H) {
-            for (int64_t c = 0; c < PW; c++) _mm256_storeu_ps(prow + c * 8, zero);
-            continue;
-        }
-        for (int64_t c = 0; c < pl; c++) _mm256_storeu_ps(prow + c * 8, zero);
-        for (int64_t c = pl + W; c < PW; c++) _mm256_storeu_ps(prow + c * 8, zero);
-        prow += pl * 8;
-        for (int64_t iw = 0; iw < W; iw += 8) {
-            int64_t p = ih * W + iw;
-            const float *src = x.data + (p >> 4) * x.bs + (p & 15);
-            __m256 v[8];
-            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_loadu_ps(src + c * 16) : zero;
-            cpu_transpose8_ps(v);
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(prow + (iw + i) * 8, v[i]);
-        }
-    }
-}
-
 /* Padded rows [r0, r1) (padded row r is input row r - pad_top) of 8 channels, transposed
- * into buf as [r - r0][PW][8] with the padding zeroed. */
-static void dw8_fill_rows(const float *x, int64_t x_cs, int nc, int64_t H, int64_t W, int64_t pt, int64_t pl,
-                          int64_t PW, int64_t r0, int64_t r1, float *buf) {
+ * into buf as [r - r0][PW][8] with the padding zeroed. A planar side reads each row's
+ * 8-position pieces from the nc planes; a P16 side (row width a multiple of 8) reads
+ * each piece from its 16-position block, one load per channel. */
+static void dw8_fill_rows(cpu_dw8_side x, int nc, int64_t H, int64_t W, int64_t pt, int64_t pl, int64_t PW,
+                          int64_t r0, int64_t r1, float *buf) {
     const __m256 zero = _mm256_setzero_ps();
     for (int64_t r = r0; r < r1; r++) {
         float *prow = buf + (r - r0) * PW * 8;
@@ -110,10 +86,22 @@ static void dw8_fill_rows(const float *x, int64_t x_cs, int nc, int64_t H, int64
         for (int64_t c = 0; c < pl; c++) _mm256_storeu_ps(prow + c * 8, zero);
         for (int64_t c = pl + W; c < PW; c++) _mm256_storeu_ps(prow + c * 8, zero);
         prow += pl * 8;
+        if (x.bs) {
+            for (int64_t iw = 0; iw < W; iw += 8) {
+                int64_t p = ih * W + iw;
+                const float *src = x.data + (p >> 4) * x.bs + (p & 15);
+                __m256 v[8];
+                for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_loadu_ps(src + c * 16) : zero;
+                cpu_transpose8_ps(v);
+                for (int i = 0; i < 8; i++) _mm256_storeu_ps(prow + (iw + i) * 8, v[i]);
+            }
+            continue;
+        }
+        const float *xr = x.data + ih * W;
         int64_t iw = 0;
         for (; iw + 8 <= W; iw += 8) {
             __m256 v[8];
-            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_loadu_ps(x + c * x_cs + ih * W + iw) : zero;
+            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_loadu_ps(xr + c * x.cs + iw) : zero;
             cpu_transpose8_ps(v);
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(prow + (iw + i) * 8, v[i]);
         }
@@ -124,7 +112,7 @@ static void dw8_fill_rows(const float *x, int64_t x_cs, int nc, int64_t H, int64
             int64_t m = W - iw;
             __m256i mask = _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - m));
             __m256 v[8];
-            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_maskload_ps(x + c * x_cs + ih * W + iw, mask) : zero;
+            for (int c = 0; c < 8; c++) v[c] = c < nc ? _mm256_maskload_ps(xr + c * x.cs + iw, mask) : zero;
             cpu_transpose8_ps(v);
             for (int64_t i = 0; i < m; i++) _mm256_storeu_ps(prow + (iw + i) * 8, v[i]);
         }
@@ -155,8 +143,7 @@ void cpu_conv_dw8_avx2(const cpu_conv_geom *g, cpu_dw8_side x, const float *w, i
         if (oh % DW8_STRIP == 0) {
             /* the strip's input rows, from padded row oh * sh on */
             int64_t r0 = oh * sh, r1 = r0 + R;
-            if (x.bs) dw8_fill_rows_p16(x, nc, H, W, pt, pl, PW, r0, r1, buf);
-            else dw8_fill_rows(x.data, x.cs, nc, H, W, pt, pl, PW, r0, r1, buf);
+            dw8_fill_rows(x, nc, H, W, pt, pl, PW, r0, r1, buf);
         }
         const float *prow = buf + (oh % DW8_STRIP) * sh * PW * 8;
         float *yrow = y.data + oh * OW;

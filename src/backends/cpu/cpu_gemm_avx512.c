@@ -20,20 +20,32 @@
 #include "backends/cpu/cpu_gemm_avx512.h"
 
 /* One 16-column half of an output row: add C (later k-blocks), then the fusable
- * epilogue, then store (non-temporally with nt when it is one whole aligned line). */
-static inline void half_out16(float *c, __m512 v, bool accumulate, bool fuse, const cpu_epilogue *ep, int64_t m,
-                              int64_t n0, bool nt) {
-    if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(c));
+ * epilogue, then store (non-temporally with nt when it is one whole aligned line). With
+ * `masked` (a compile-time constant after inlining) only the lanes in k are read from C,
+ * a column bias and the residual, and written: the first nr < 16 columns of a partial
+ * panel, nothing past them touched. */
+static inline __attribute__((always_inline)) void half_out16_impl(float *c, __m512 v, bool masked, __mmask16 k,
+                                                                  bool accumulate, bool fuse, const cpu_epilogue *ep,
+                                                                  int64_t m, int64_t n0, bool nt) {
+#define LOAD16(P) (masked ? _mm512_maskz_loadu_ps(k, (P)) : _mm512_loadu_ps(P))
+    if (accumulate) v = _mm512_add_ps(v, LOAD16(c));
     if (fuse) {
         if (ep->bias_mode == CPU_BIAS_ROW) v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[m]));
-        else if (ep->bias_mode == CPU_BIAS_COL) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->bias + n0));
-        if (ep->residual) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->residual + m * ep->ld_res + n0));
+        else if (ep->bias_mode == CPU_BIAS_COL) v = _mm512_add_ps(v, LOAD16(ep->bias + n0));
+        if (ep->residual) v = _mm512_add_ps(v, LOAD16(ep->residual + m * ep->ld_res + n0));
         if (ep->act.kind == CPU_ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
         else if (ep->act.kind == CPU_ACT_CLIP) /* operands ordered so a NaN stays NaN, as Clip */
             v = _mm512_min_ps(_mm512_set1_ps(ep->act.b), _mm512_max_ps(_mm512_set1_ps(ep->act.a), v));
     }
-    if (nt && ((uintptr_t)c & 63) == 0) _mm512_stream_ps(c, v);
+#undef LOAD16
+    if (masked) _mm512_mask_storeu_ps(c, k, v);
+    else if (nt && ((uintptr_t)c & 63) == 0) _mm512_stream_ps(c, v);
     else _mm512_storeu_ps(c, v);
+}
+
+static inline void half_out16(float *c, __m512 v, bool accumulate, bool fuse, const cpu_epilogue *ep, int64_t m,
+                              int64_t n0, bool nt) {
+    half_out16_impl(c, v, false, 0xFFFF, accumulate, fuse, ep, m, n0, nt);
 }
 
 /* Row m of a 6x32 tile: its two halves through their views (h0 for columns n0.., h1 for
@@ -128,22 +140,6 @@ void cpu_gemm_kernel_rx32_avx512(int64_t kc, const float *a, const float *b0, co
     }
 }
 
-/* half_out16 for the first nr < 16 columns: C, a column bias and the residual are read
- * and C written under the lane mask, so nothing past column nr is touched. */
-static inline void half_out16_masked(float *c, __m512 v, __mmask16 k, bool accumulate, bool fuse,
-                                     const cpu_epilogue *ep, int64_t m, int64_t n0) {
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, c));
-    if (fuse) {
-        if (ep->bias_mode == CPU_BIAS_ROW) v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[m]));
-        else if (ep->bias_mode == CPU_BIAS_COL) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->bias + n0));
-        if (ep->residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, ep->residual + m * ep->ld_res + n0));
-        if (ep->act.kind == CPU_ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
-        else if (ep->act.kind == CPU_ACT_CLIP)
-            v = _mm512_min_ps(_mm512_set1_ps(ep->act.b), _mm512_max_ps(_mm512_set1_ps(ep->act.a), v));
-    }
-    _mm512_mask_storeu_ps(c, k, v);
-}
-
 /* mr x nr (mr <= 6 a compile-time constant after inlining, nr <= 16) against one B panel.
  * Even and odd k steps accumulate apart: with 6 or fewer rows one chain per row would
  * leave the FMA units waiting on their own latency. */
@@ -170,7 +166,7 @@ static inline __attribute__((always_inline)) void kernel_x16_impl(int64_t kc, co
         __m512 v = _mm512_add_ps(c[i], d[i]);
         float *row = h->c + (m0 + i) * h->ldc + n0;
         if (nr == 16) half_out16(row, v, accumulate, fuse, h->ep, m0 + i, n0, nt);
-        else half_out16_masked(row, v, mask, accumulate, fuse, h->ep, m0 + i, n0);
+        else half_out16_impl(row, v, true, mask, accumulate, fuse, h->ep, m0 + i, n0, false);
     }
 }
 
