@@ -1,5 +1,9 @@
 /* bufpool.c - the per-executor buffer pool (see bufpool.h).
  *
+ * The pool counts the buffers it has handed out and not had back. rt_bufpool_free with
+ * some still out (graph outputs the caller has not released yet) only closes the pool:
+ * each later put frees its buffer, and the last one frees the pool.
+ *
  * Each buffer carries a 64-byte header in front of the data holding its rounded size, so
  * rt_bufpool_put (called through rt_tensor.free_fn, which only gets the data pointer) can
  * file it under its size. The free list is a flat array searched for an exact size: a
@@ -11,6 +15,7 @@
 #include "core/bigalloc.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,8 +30,16 @@ struct rt_bufpool {
     pthread_mutex_t mu; /* kernels allocate from the executor's thread; the lock is cheap insurance */
     free_entry *free_list;
     size_t n_free, cap_free;
+    uint64_t out;  /* buffers handed out and not returned */
+    bool closed;   /* rt_bufpool_free ran while some were out */
     rt_bufpool_stats stats;
 };
+
+static void pool_destroy(rt_bufpool *p) {
+    free(p->free_list);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
 
 rt_bufpool *rt_bufpool_create(void) {
     rt_bufpool *p = calloc(1, sizeof *p);
@@ -37,10 +50,13 @@ rt_bufpool *rt_bufpool_create(void) {
 
 void rt_bufpool_free(rt_bufpool *p) {
     if (!p) return;
+    pthread_mutex_lock(&p->mu);
     for (size_t i = 0; i < p->n_free; i++) free(p->free_list[i].base);
-    free(p->free_list);
-    pthread_mutex_destroy(&p->mu);
-    free(p);
+    p->n_free = 0;
+    bool last = p->out == 0;
+    p->closed = true;
+    pthread_mutex_unlock(&p->mu);
+    if (last) pool_destroy(p);
 }
 
 void *rt_bufpool_get(void *pool, uint64_t nbytes) {
@@ -65,6 +81,7 @@ void *rt_bufpool_get(void *pool, uint64_t nbytes) {
             p->stats.bytes_owned += size;
         }
     }
+    if (base) p->out++;
     pthread_mutex_unlock(&p->mu);
     if (!base) return NULL;
     memcpy(base, &size, sizeof size);
@@ -78,6 +95,14 @@ void rt_bufpool_put(void *pool, void *data) {
     uint64_t size;
     memcpy(&size, base, sizeof size);
     pthread_mutex_lock(&p->mu);
+    p->out--;
+    if (p->closed) { /* the executor is gone: this buffer goes back to the system */
+        bool last = p->out == 0;
+        pthread_mutex_unlock(&p->mu);
+        free(base);
+        if (last) pool_destroy(p);
+        return;
+    }
     if (p->n_free == p->cap_free) {
         size_t cap = p->cap_free ? p->cap_free * 2 : 64;
         free_entry *nl = realloc(p->free_list, cap * sizeof *nl);

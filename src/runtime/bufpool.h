@@ -7,7 +7,11 @@
  * take a free buffer of exactly their size when one exists, and go back to the pool (not
  * to free()) when the executor releases them. Since a run allocates the same sizes in the
  * same order every time, steady-state runs allocate nothing from the system.
- * Graph outputs never come from the pool (they outlive the run, owned by the caller).
+ * Graph outputs come from the pool too: the caller releases them (kiln_context_run does
+ * at the next run) and their buffers serve the next run's outputs, where a fresh
+ * allocation per run cost a page fault per page (a 3.2 MB output: 1.7 ms a run, more
+ * than the 1.3 ms conv that wrote it; docs/BENCHMARKS.md, "Session 10"). They may
+ * outlive the executor, so the pool does too until the last one is back.
  */
 #ifndef KILN_RUNTIME_BUFPOOL_H
 #define KILN_RUNTIME_BUFPOOL_H
@@ -17,8 +21,9 @@
 typedef struct rt_bufpool rt_bufpool;
 
 rt_bufpool *rt_bufpool_create(void);
-/* Frees the pooled (free) buffers and the pool. Every buffer handed out must have been
- * returned first (the executor releases all intermediates at the end of each run). */
+/* Frees the pooled (free) buffers and the pool; when buffers are still out (graph outputs
+ * the caller holds), the pool stays until the last of them is put back, and each of them
+ * is freed then instead of being kept. */
 void rt_bufpool_free(rt_bufpool *p);
 /* A 64-byte aligned buffer of at least nbytes, or NULL on out-of-memory. */
 void *rt_bufpool_get(void *pool, uint64_t nbytes);

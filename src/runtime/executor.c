@@ -954,22 +954,28 @@ static kiln_status run_node(rt_frame *f, int32_t i, kiln_error *err) {
     call.run_subgraph = subgraph_entry;
     call.scope = f;
     call.err = err;
-    /* Main-graph outputs that are not graph outputs take pooled buffers (bufpool.h);
-     * nested subgraph nodes and graph outputs use the heap, so the hook is always set
-     * (possibly to NULL) around the call and restored after. */
+    /* Main-graph outputs take pooled buffers (bufpool.h); nested subgraph nodes use the
+     * heap, so the hook is always set (possibly to NULL) around the call and restored
+     * after. Graph outputs, which the caller releases after the run, perhaps after the
+     * executor is gone, come straight from the pool and go straight back to it (the pool
+     * outlives the executor until they do); a node writing a graph output and another
+     * value uses the heap. */
     rt_tensor *hook_targets[SMALL];
     rt_alloc_hook hook = {rt_bufpool_get, rt_bufpool_put, ex->bufpool, hook_targets, 0, NULL};
-    if (ex->arena.ready) { /* planned places first, the pool for the rest (arena_release tells them apart) */
+    bool pooled = ex->bufpool && !g->parent && !fb && n->n_outputs <= SMALL;
+    int32_t n_graph_out = 0;
+    for (int32_t k = 0; pooled && k < n->n_outputs; k++) {
+        int32_t id = n->outputs[k];
+        if (id >= 0 && is_graph_output(g, id)) n_graph_out++;
+        hook_targets[k] = &outs[k].t;
+    }
+    if (n_graph_out > 0 && n_graph_out < n->n_outputs) pooled = false;
+    if (ex->arena.ready && n_graph_out == 0) {
+        /* planned places first, the pool for the rest (arena_release tells them apart) */
         hook.alloc_at = arena_alloc_at;
         hook.release = arena_release;
         hook.ctx = ex;
         ex->arena.node = n;
-    }
-    bool pooled = ex->bufpool && !g->parent && !fb && n->n_outputs <= SMALL;
-    for (int32_t k = 0; pooled && k < n->n_outputs; k++) {
-        int32_t id = n->outputs[k];
-        if (id >= 0 && is_graph_output(g, id)) pooled = false;
-        hook_targets[k] = &outs[k].t;
     }
     hook.n_targets = pooled ? n->n_outputs : 0;
     /* A planned view (plan_views) takes input 0's bytes as its storage; a string tensor,

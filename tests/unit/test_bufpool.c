@@ -1,9 +1,9 @@
 /* test_bufpool.c - the executor's intermediate-buffer pool (runtime/bufpool.c) and the
  * rt_tensor_alloc hook it is reached through: only targeted tensors take pooled memory,
  * live pooled buffers never overlap (each is poisoned and checked after the others are
- * written), released buffers are recycled for the same size, an executor run leaves
- * graph outputs on the heap (they outlive the pool), and trimming frees only the buffers
- * that are not handed out.
+ * written), released buffers are recycled for the same size, trimming frees only the
+ * buffers that are not handed out, and a pool freed with buffers still out (graph
+ * outputs the caller holds) lives until the last of them comes back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,11 +126,38 @@ static void test_trim_frees_only_free_buffers(void **state) {
     rt_bufpool_free(pool);
 }
 
+/* rt_bufpool_free while buffers are out: they stay valid and writable, each put frees
+ * its buffer (the pool keeps nothing any more), and the last put frees the pool (ASan in
+ * CI reports a leak or a use after free otherwise). */
+static void test_free_with_buffers_out(void **state) {
+    (void)state;
+    rt_bufpool *pool = rt_bufpool_create();
+    assert_non_null(pool);
+    uint8_t *a = rt_bufpool_get(pool, 5000), *b = rt_bufpool_get(pool, 70), *c = rt_bufpool_get(pool, 64);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    memset(a, 1, 5000);
+    memset(b, 2, 70);
+    rt_bufpool_put(pool, c); /* in the free list: freed with the pool's list */
+    rt_bufpool_free(pool);
+    for (int k = 0; k < 5000; k++) assert_int_equal(a[k], 1);
+    memset(a, 3, 5000);
+    rt_bufpool_put(pool, a);
+    for (int k = 0; k < 70; k++) assert_int_equal(b[k], 2);
+    rt_bufpool_put(pool, b); /* the last one: the pool goes too */
+    /* nothing out: freeing is immediate, as before */
+    rt_bufpool *p2 = rt_bufpool_create();
+    rt_bufpool_put(p2, rt_bufpool_get(p2, 100));
+    rt_bufpool_free(p2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hook_targets_only),
         cmocka_unit_test(test_live_buffers_never_overlap),
         cmocka_unit_test(test_trim_frees_only_free_buffers),
+        cmocka_unit_test(test_free_with_buffers_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/bufpool.h"
 #include "runtime/session.h"
 
 #include "graph_builder.h"
@@ -67,6 +68,45 @@ static void test_identity_chain_and_lifetimes(void **state) {
     rt_value_release(&out);
     rt_value_release(&x);
     rt_session_free(s);
+    ir_model_free(m);
+}
+
+/* Graph outputs come from the executor's buffer pool: released by the caller, their
+ * buffers serve the next run's outputs (no allocation from the system once the pool has
+ * them), and an output the caller still holds stays valid after the session is freed
+ * (the pool waits for it; ASan in CI checks the buffer is neither used after free nor
+ * leaked). */
+static void test_graph_outputs_pooled_and_outlive_session(void **state) {
+    (void)state;
+    ir_model *m = new_model();
+    ir_graph *g = m->graph;
+    set_io(g, S("x"), 1, S("z"), 1);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 2, (int64_t[]){64, 64}, NULL);
+    add_node(g, "Identity", "id1", S("x"), 1, S("y"), 1);
+    add_node(g, "Identity", "id2", S("y"), 1, S("z"), 1);
+    rt_session_options o = rt_session_options_default();
+    o.threads = 1;
+    rt_session *s = open_session(m, &o);
+    static float data[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) data[i] = (float)i;
+    rt_value x, out;
+    float_tensor(&x, 2, (int64_t[]){64, 64}, data);
+    const rt_value *ins[] = {&x};
+    kiln_error e = {0};
+    uint64_t misses = 0;
+    for (int run = 0; run < 4; run++) {
+        assert_int_equal(rt_session_run(s, S("x"), ins, 1, &out, &e), KILN_OK);
+        assert_memory_equal(out.t.data, data, sizeof data);
+        assert_ptr_equal(out.t.free_fn, rt_bufpool_put); /* the pool's, not the heap's */
+        rt_bufpool_stats st = rt_executor_bufpool_stats(rt_session_executor(s));
+        if (run == 2) misses = st.misses;
+        if (run == 3) assert_int_equal(st.misses, misses); /* steady state: nothing new */
+        if (run < 3) rt_value_release(&out);
+    }
+    rt_session_free(s); /* the last output is still held */
+    assert_memory_equal(out.t.data, data, sizeof data);
+    rt_value_release(&out);
+    rt_value_release(&x);
     ir_model_free(m);
 }
 
@@ -395,6 +435,7 @@ static void test_backend_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_chain_and_lifetimes),
+        cmocka_unit_test(test_graph_outputs_pooled_and_outlive_session),
         cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_unsupported_op_lists_ops),
         cmocka_unit_test(test_constant_check_nan_and_limits),
