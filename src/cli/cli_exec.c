@@ -580,7 +580,17 @@ typedef struct stream_job {
     bool gpu;            /* cuda engine: per-query H2D/compute/D2H from the executor's device events */
     bool no_transfers;   /* --noDataTransfers: timed replays copy nothing */
     warm_gate *gate;     /* shared by the streams running in parallel; NULL when alone */
+    rt_threads_report th0, th1; /* the context's thread pool before and after the timed queries */
+    double th_ms;               /* the timed queries' wall time */
 } stream_job;
+
+/* The context's thread-pool counters (zero when its backend has no pool). */
+static void threads_snap(engine_context *ctx, rt_threads_report *out) {
+    memset(out, 0, sizeof *out);
+    rt_session *ss = engine_context_session(ctx);
+    const rt_backend *be = rt_session_backend(ss);
+    if (be->threads_report) be->threads_report(rt_session_backend_ctx(ss), out);
+}
 
 /* GPU queries: the phases of the run that just ended (a graph replay), or nothing when
  * it ran node by node (then compute_ms stays the host time of the run). */
@@ -613,6 +623,7 @@ static void *stream_main(void *arg) {
     } while (j->st == KILN_OK && (++warm < min_warm || now_ms() - w0 < j->warmup_ms));
     gate_wait(j->gate); /* also after a failure, so the other streams do not wait forever */
     if (j->no_transfers) rt_executor_set_transfers(engine_context_executor(j->ctx), false);
+    threads_snap(j->ctx, &j->th0);
     double start = now_ms();
     while (j->st == KILN_OK && (j->n_q < j->target || now_ms() - start < j->duration_ms)) {
         if (j->n_q == j->cap_q) {
@@ -644,6 +655,8 @@ static void *stream_main(void *arg) {
             for (int32_t k = 0; k < j->n_out; k++) rt_value_release(&outs[k]);
         }
     }
+    j->th_ms = now_ms() - start;
+    threads_snap(j->ctx, &j->th1);
     if (j->no_transfers) {
         /* the timed runs returned no outputs: one more run with copies for the kept ones */
         rt_executor_set_transfers(engine_context_executor(j->ctx), true);
@@ -786,6 +799,55 @@ static host_mem cpu_host_memory(stream_job *jobs, int ns) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) m.peak_rss = (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
     return m;
+}
+
+/* CPU engines: how the timed queries used each context's thread pool, summed over the
+ * stream contexts: parallel loops per query, and the shares of the timed wall time the
+ * calling thread spent in them (running chunks, then waiting for the workers' last
+ * ones) and each worker spent running chunks. A low worker share with a low wait means
+ * serial work between the loops; a high wait, uneven loops; both threads busy but
+ * scaling poorly, per-thread slowdown (shared caches, memory, a busy host). */
+typedef struct threads_use {
+    int threads, queries;
+    double loops, inline_loops, caller_in_loops, caller_waiting, workers_busy; /* per query; shares 0-1 */
+} threads_use;
+
+static threads_use cpu_threads_use(const stream_job *jobs, int ns) {
+    threads_use u = {0, 0, 0, 0, 0, 0, 0};
+    double wall_ns = 0, run = 0, wait = 0, worker = 0, loops = 0, inl = 0;
+    for (int i = 0; i < ns; i++) {
+        const rt_threads_report *a = &jobs[i].th0, *b = &jobs[i].th1;
+        u.threads = b->threads;
+        u.queries += jobs[i].n_q;
+        loops += (double)(b->loops - a->loops);
+        inl += (double)(b->inline_loops - a->inline_loops);
+        run += (double)(b->caller_run_ns - a->caller_run_ns);
+        wait += (double)(b->caller_wait_ns - a->caller_wait_ns);
+        worker += (double)(b->worker_run_ns - a->worker_run_ns);
+        wall_ns += jobs[i].th_ms * 1e6;
+    }
+    if (u.queries > 0) {
+        u.loops = loops / u.queries;
+        u.inline_loops = inl / u.queries;
+    }
+    if (wall_ns > 0) {
+        u.caller_in_loops = (run + wait) / wall_ns;
+        u.caller_waiting = wait / wall_ns;
+        if (u.threads > 1) u.workers_busy = worker / ((double)(u.threads - 1) * wall_ns);
+    }
+    return u;
+}
+
+static void report_cpu_threads(const threads_use *u) {
+    if (u->threads <= 1) {
+        perf_log('I', "Threads: 1 per context (no worker threads)");
+        return;
+    }
+    perf_log('I', "Threads: %d per context; %.1f parallel loops per query (%.1f more too small to share); the "
+                  "calling thread was in them %.1f%% of the time (waiting for workers %.1f%%), each worker ran "
+                  "chunks %.1f%% of the time",
+             u->threads, u->loops, u->inline_loops, 100 * u->caller_in_loops, 100 * u->caller_waiting,
+             100 * u->workers_busy);
 }
 
 static void report_cpu_memory(const host_mem *m, int ns) {
@@ -942,10 +1004,13 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
                      ns == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
         perf_print_averages(all, total, f->avg_runs);
         host_mem hm = {0, 0, 0, 0};
+        threads_use tu = {0, 0, 0, 0, 0, 0, 0};
         if (s->gpu) report_gpu_state(jobs, ns);
         else {
             hm = cpu_host_memory(jobs, ns);
             report_cpu_memory(&hm, ns);
+            tu = cpu_threads_use(jobs, ns);
+            report_cpu_threads(&tu);
         }
         perf_summary_opts so = {f->percentiles, f->n_percentiles, !s->gpu, ns, s->threads, s->gpu ? 1.0 : 5.0,
                                 s->gpu && f->no_data_transfers};
@@ -976,6 +1041,11 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
             sb_printf(j, ", \"host_memory\": {\"activation_arena_bytes\": %" PRIu64 ", \"buffer_pool_bytes\": %" PRIu64
                          ", \"kernel_scratch_bytes\": %" PRIu64 ", \"peak_rss_bytes\": %" PRIu64 "}",
                       hm.arena, hm.pool, hm.scratch, hm.peak_rss);
+        if (!s->gpu)
+            sb_printf(j, ", \"threads\": {\"per_context\": %d, \"parallel_loops_per_query\": %.3f, "
+                         "\"inline_loops_per_query\": %.3f, \"caller_in_loops\": %.4f, \"caller_waiting\": %.4f, "
+                         "\"workers_busy\": %.4f}",
+                      tu.threads, tu.loops, tu.inline_loops, tu.caller_in_loops, tu.caller_waiting, tu.workers_busy);
         if (s->gpu) {
             /* the replays' copies (device events); null when some query ran node by node */
             double *h = malloc(sizeof *h * (size_t)(total ? total : 1)), *d = malloc(sizeof *d * (size_t)(total ? total : 1));

@@ -58,6 +58,7 @@ typedef struct rt_node_call {
 
 struct rt_device_mem;
 struct rt_tactic_cache;
+struct rt_threads_report;
 
 typedef enum rt_copy_kind { RT_COPY_HOST_TO_DEVICE, RT_COPY_DEVICE_TO_HOST, RT_COPY_DEVICE_TO_DEVICE } rt_copy_kind;
 
@@ -136,7 +137,20 @@ typedef struct rt_backend {
     /* ---- appended: where library tactic timings are looked up and recorded (NULL when
      * the backend has no timed tactics). The cache must outlive the context. */
     void (*set_tactic_cache)(void *ctx, const struct rt_tactic_cache *cache);
+
+    /* ---- appended: the host thread pool's counters since the context was created (NULL
+     * when the backend has none): see rt_threads_report */
+    void (*threads_report)(void *ctx, struct rt_threads_report *out);
 } rt_backend;
+
+/* A context's thread pool: threads (the calling one included), parallel loops shared with
+ * the workers and run inline, and nanoseconds the calling thread ran chunks, waited for
+ * the workers' last ones, and the workers ran chunks (summed). */
+typedef struct rt_threads_report {
+    int threads;
+    uint64_t loops, inline_loops;
+    uint64_t caller_run_ns, caller_wait_ns, worker_run_ns;
+} rt_threads_report;
 
 /* Tactic timings of a device backend (cuBLASLt / cuDNN algorithm choices), by node, a
  * signature string (device, library versions, shapes, precision) and a tactic name.

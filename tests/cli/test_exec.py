@@ -8,6 +8,7 @@ built and a reloaded engine), and the facts in each error message.
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import zlib
@@ -209,6 +210,30 @@ def test_streams_and_threads(mlp):
     p = run("exec", f"--onnx={mlp}", "--infStreams=2", "--threads=1", "--iterations=6", "--duration=0", "--warmUp=0",
             check_rc=0)
     assert "on 2 streams, 1 thread each" in p.stdout
+
+
+def test_threads_line_and_json(conv, tmp_path):
+    """The thread-pool report of the timed queries (CPU): parallel loops per query, the calling
+    thread's share of the time in them and waiting, each worker's share running chunks; in
+    the log and under "threads" in --json. One thread: no workers."""
+    report = tmp_path / "r.json"
+    p = run("exec", f"--onnx={conv}", "--threads=2", "--iterations=20", "--duration=0", "--warmUp=0",
+            f"--json={report}", check_rc=0)
+    m = re.search(r"Threads: 2 per context; ([\d.]+) parallel loops per query \(([\d.]+) more too small to share\); "
+                  r"the calling thread was in them ([\d.]+)% of the time \(waiting for workers ([\d.]+)%\), each worker "
+                  r"ran chunks ([\d.]+)% of the time", p.stdout)
+    assert m, p.stdout
+    loops, inline, caller, wait, worker = map(float, m.groups())
+    assert loops >= 1 and inline >= 0
+    # the worker may not get a core at all on a loaded machine: its share can be 0
+    assert 0 <= wait <= caller <= 100.5 and 0 <= worker <= 100.5
+    th = json.loads(report.read_text())["runs"][0]["threads"]
+    assert th["per_context"] == 2 and abs(th["parallel_loops_per_query"] - loops) < 0.05
+    assert abs(th["workers_busy"] * 100 - worker) < 0.06
+    p = run("exec", f"--onnx={conv}", "--threads=1", *FAST, f"--json={report}", check_rc=0)
+    assert "Threads: 1 per context (no worker threads)" in p.stdout
+    th = json.loads(report.read_text())["runs"][0]["threads"]
+    assert th["per_context"] == 1 and th["parallel_loops_per_query"] == 0 and th["workers_busy"] == 0
 
 
 def run_on_one_cpu(*args):

@@ -2,6 +2,7 @@
  * without a pool, survives nesting and concurrent submitters; the spin-then-sleep hand-off
  * (many short jobs, jobs after the workers slept, freeing while they spin, KILN_SPIN_US,
  * identical results at 1 and 2 threads); cpu_parallel_for_each hands out single items;
+ * cpu_threadpool_stats counts loops and the time spent in their chunks;
  * cpu_features honours
  * KILN_CPU_ISA. */
 #include <setjmp.h>
@@ -146,6 +147,38 @@ static void test_uses_several_threads(void **state) {
     assert_true(atomic_load(&c.calls) > 1);
     free(c.hits);
     cpu_threadpool_free(pool);
+}
+
+/* Each item sleeps 200 us, so a loop's time is known from below. */
+static void slow_items(void *user, int64_t b, int64_t e) {
+    (void)user;
+    for (int64_t i = b; i < e; i++) nanosleep(&(struct timespec){0, 200000}, NULL);
+}
+
+/* cpu_threadpool_stats: shared loops and inline ones counted; the caller's and the
+ * workers' time in chunks at least the sleeps each ran (16 items x 200 us over both
+ * threads: 3.2 ms a loop, summed over the two), the caller ran some of them; a NULL pool
+ * reports one thread and nothing else. */
+static void test_stats_count_loops_and_time(void **state) {
+    (void)state;
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    cpu_pool_stats s0, s1;
+    cpu_threadpool_stats(pool, &s0);
+    assert_int_equal(s0.threads, 2);
+    for (int r = 0; r < 5; r++) cpu_parallel_for_each(pool, 16, slow_items, NULL);
+    cpu_parallel_for(pool, 1, 1, slow_items, NULL); /* one item: runs inline */
+    cpu_threadpool_stats(pool, &s1);
+    assert_int_equal(s1.loops - s0.loops, 5);
+    assert_int_equal(s1.inline_loops - s0.inline_loops, 1);
+    uint64_t chunks_ns = (s1.caller_run_ns - s0.caller_run_ns) + (s1.worker_run_ns - s0.worker_run_ns);
+    assert_true(chunks_ns >= 5ull * 16 * 200000);
+    assert_true(s1.caller_run_ns > s0.caller_run_ns);
+    cpu_threadpool_free(pool);
+    cpu_threadpool_stats(NULL, &s1);
+    assert_int_equal(s1.threads, 1);
+    assert_int_equal(s1.loops, 0);
 }
 
 typedef struct nested {
@@ -358,7 +391,7 @@ int main(void) {
         cmocka_unit_test(test_features_cap),          cmocka_unit_test(test_many_short_jobs),
         cmocka_unit_test(test_jobs_after_sleep),      cmocka_unit_test(test_free_while_spinning),
         cmocka_unit_test(test_spin_env),              cmocka_unit_test(test_same_results_1_and_2_threads),
-        cmocka_unit_test(test_for_each_items),
+        cmocka_unit_test(test_for_each_items),        cmocka_unit_test(test_stats_count_loops_and_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,6 +176,14 @@ static void cpu_mem_report(void *ctx, rt_device_mem *out) {
     if (c) out->workspace = cpu_scratch_bytes(&c->scratch);
 }
 
+static void cpu_threads_report(void *ctx, rt_threads_report *out) {
+    const cpu_backend_ctx *c = ctx;
+    cpu_pool_stats ps;
+    cpu_threadpool_stats(c ? c->pool : NULL, &ps);
+    *out = (rt_threads_report){ps.threads,       ps.loops,          ps.inline_loops,
+                               ps.caller_run_ns, ps.caller_wait_ns, ps.worker_run_ns};
+}
+
 static const rt_backend cpu_backend_table = {
     .api_version = RT_BACKEND_API_VERSION,
     .name = "cpu",
@@ -196,6 +204,7 @@ static const rt_backend cpu_backend_table = {
     .foreach_op = cpu_kernel_foreach,
     .unsupported_reason = cpu_unsupported_reason,
     .mem_report = cpu_mem_report,
+    .threads_report = cpu_threads_report,
 };
 
 const rt_backend *rt_backend_cpu(void) { return &cpu_backend_table; }

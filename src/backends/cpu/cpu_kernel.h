@@ -96,6 +96,16 @@ int cpu_threadpool_size(const cpu_threadpool *pool);
 int64_t cpu_threadpool_spin_us(const cpu_threadpool *pool);
 kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_error *err);
 void cpu_threadpool_free(cpu_threadpool *pool);
+/* What the pool's parallel loops cost since it was created: how many were shared with
+ * the workers and how many ran on the calling thread alone (too little work, nested), and
+ * how long the calling thread ran chunks, waited for the workers' last chunks, and the
+ * workers ran chunks (summed over workers). Nanoseconds; all zero for a NULL pool. */
+typedef struct cpu_pool_stats {
+    int threads;
+    uint64_t loops, inline_loops;
+    uint64_t caller_run_ns, caller_wait_ns, worker_run_ns;
+} cpu_pool_stats;
+void cpu_threadpool_stats(const cpu_threadpool *pool, cpu_pool_stats *out);
 
 /* ---- CPU features (cpu_features.c) ------------------------------------------------ */
 enum cpu_feature_bits {

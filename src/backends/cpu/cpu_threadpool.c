@@ -26,6 +26,11 @@
  * sequentially consistent atomics). Sleepers use the same handshake (`sleepers` count
  * vs. the job generation) so no wake-up is lost.
  *
+ * Statistics (cpu_threadpool_stats, `kiln exec`'s "Threads" line): loops shared and run
+ * inline, and the time the caller spends running chunks and waiting for the workers' last
+ * ones, and the workers' time in chunks. Three clock reads per shared loop on the caller
+ * and two per worker that joins it (~0.1 us; ResNet-50 runs ~60 shared loops, BERT ~240).
+ *
  * Re-entrancy: a range function that itself calls cpu_parallel_for (a kernel inside a
  * Loop body run from a worker, say) runs the inner loop inline rather than deadlock; a
  * second thread submitting while a job is running also runs inline. Both are detected
@@ -90,6 +95,10 @@ struct cpu_threadpool {
     atomic_llong done_chunks;
     atomic_bool open;  /* workers may still join the current job */
     atomic_int active; /* workers inside the current job */
+
+    /* statistics: loops and caller times written by the submitting thread only (one job
+     * at a time, under `busy`), worker time by the workers */
+    atomic_ullong st_loops, st_inline, st_caller_run, st_caller_wait, st_worker_run;
 };
 
 /* Set while a thread is executing range functions for some pool (nested calls run inline). */
@@ -179,7 +188,11 @@ static void *worker_main(void *arg) {
         atomic_fetch_add(&p->active, 1);
         /* only join a job that is still open and still the one we saw: the caller closes
          * a job before it waits for `active` to drain and rewrites the fields */
-        if (atomic_load(&p->open) && atomic_load(&p->generation) == g) run_chunks(p);
+        if (atomic_load(&p->open) && atomic_load(&p->generation) == g) {
+            int64_t t0 = now_ns();
+            run_chunks(p);
+            atomic_fetch_add_explicit(&p->st_worker_run, (unsigned long long)(now_ns() - t0), memory_order_relaxed);
+        }
         atomic_fetch_sub(&p->active, 1);
     }
     return NULL;
@@ -227,6 +240,11 @@ kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_erro
     atomic_init(&p->done_chunks, 0);
     atomic_init(&p->open, false);
     atomic_init(&p->active, 0);
+    atomic_init(&p->st_loops, 0);
+    atomic_init(&p->st_inline, 0);
+    atomic_init(&p->st_caller_run, 0);
+    atomic_init(&p->st_caller_wait, 0);
+    atomic_init(&p->st_worker_run, 0);
     if (n_threads > 1) {
         p->workers = calloc((size_t)(n_threads - 1), sizeof *p->workers);
         if (!p->workers) {
@@ -264,6 +282,18 @@ void cpu_threadpool_free(cpu_threadpool *p) {
 
 int cpu_threadpool_size(const cpu_threadpool *p) { return p ? p->n_threads : 1; }
 
+void cpu_threadpool_stats(const cpu_threadpool *p, cpu_pool_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->threads = cpu_threadpool_size(p);
+    if (!p) return;
+    cpu_threadpool *q = (cpu_threadpool *)p; /* atomics are read, not written */
+    out->loops = atomic_load_explicit(&q->st_loops, memory_order_relaxed);
+    out->inline_loops = atomic_load_explicit(&q->st_inline, memory_order_relaxed);
+    out->caller_run_ns = atomic_load_explicit(&q->st_caller_run, memory_order_relaxed);
+    out->caller_wait_ns = atomic_load_explicit(&q->st_caller_wait, memory_order_relaxed);
+    out->worker_run_ns = atomic_load_explicit(&q->st_worker_run, memory_order_relaxed);
+}
+
 int64_t cpu_threadpool_spin_us(const cpu_threadpool *p) { return p ? p->spin_ns / 1000 : 0; }
 
 /* The caller's wait for the last chunk: bounded spin, then block on done_cv. */
@@ -296,6 +326,7 @@ static void parallel_chunks(cpu_threadpool *p, int64_t n, int64_t chunk, cpu_ran
      * another thread's job in flight. */
     if (!p || p->n_workers == 0 || n <= chunk || tls_in_pool ||
         !atomic_compare_exchange_strong(&p->busy, &expected, 1)) {
+        if (p) atomic_fetch_add_explicit(&p->st_inline, 1, memory_order_relaxed);
         fn(user, 0, n);
         return;
     }
@@ -317,8 +348,13 @@ static void parallel_chunks(cpu_threadpool *p, int64_t n, int64_t chunk, cpu_ran
         pthread_mutex_unlock(&p->mu);
     }
 
+    int64_t t0 = now_ns();
     run_chunks(p);
+    int64_t t1 = now_ns();
     wait_done(p);
+    atomic_fetch_add_explicit(&p->st_loops, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->st_caller_run, (unsigned long long)(t1 - t0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->st_caller_wait, (unsigned long long)(now_ns() - t1), memory_order_relaxed);
 
     /* Close the job, then let workers that joined it (and found nothing left, since every
      * chunk is done) leave before the fields are rewritten by the next call. */
