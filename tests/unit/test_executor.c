@@ -41,17 +41,24 @@ static rt_session *open_session(ir_model *m, const rt_session_options *o) {
 
 /* ---- tests ----------------------------------------------------------------------------- */
 
-static void test_identity_chain_and_lifetimes(void **state) {
-    (void)state;
-    ir_model *m = new_model();
-    ir_graph *g = m->graph;
+/* x [d0, d1] -> Identity -> y -> Identity -> z (the graph output), on 1 thread; *m gets
+ * the model (free it after the session). */
+static rt_session *identity_chain(int64_t d0, int64_t d1, ir_model **m) {
+    *m = new_model();
+    ir_graph *g = (*m)->graph;
     set_io(g, S("x"), 1, S("z"), 1);
-    set_type(g, "x", KILN_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, NULL);
+    set_type(g, "x", KILN_DTYPE_FLOAT, 2, (int64_t[]){d0, d1}, NULL);
     add_node(g, "Identity", "id1", S("x"), 1, S("y"), 1);
     add_node(g, "Identity", "id2", S("y"), 1, S("z"), 1);
     rt_session_options o = rt_session_options_default();
     o.threads = 1;
-    rt_session *s = open_session(m, &o);
+    return open_session(*m, &o);
+}
+
+static void test_identity_chain_and_lifetimes(void **state) {
+    (void)state;
+    ir_model *m;
+    rt_session *s = identity_chain(2, 3, &m);
     rt_value x, out;
     float data[6] = {1, 2, 3, 4, 5, 6};
     float_tensor(&x, 2, (int64_t[]){2, 3}, data);
@@ -78,15 +85,8 @@ static void test_identity_chain_and_lifetimes(void **state) {
  * leaked). */
 static void test_graph_outputs_pooled_and_outlive_session(void **state) {
     (void)state;
-    ir_model *m = new_model();
-    ir_graph *g = m->graph;
-    set_io(g, S("x"), 1, S("z"), 1);
-    set_type(g, "x", KILN_DTYPE_FLOAT, 2, (int64_t[]){64, 64}, NULL);
-    add_node(g, "Identity", "id1", S("x"), 1, S("y"), 1);
-    add_node(g, "Identity", "id2", S("y"), 1, S("z"), 1);
-    rt_session_options o = rt_session_options_default();
-    o.threads = 1;
-    rt_session *s = open_session(m, &o);
+    ir_model *m;
+    rt_session *s = identity_chain(64, 64, &m);
     static float data[64 * 64];
     for (int i = 0; i < 64 * 64; i++) data[i] = (float)i;
     rt_value x, out;
