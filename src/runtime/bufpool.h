@@ -9,9 +9,9 @@
  * same order every time, steady-state runs allocate nothing from the system.
  * Graph outputs come from the pool too: the caller releases them (kiln_context_run does
  * at the next run) and their buffers serve the next run's outputs, where a fresh
- * allocation per run cost a page fault per page (a 3.2 MB output: 1.7 ms a run, more
- * than the 1.3 ms conv that wrote it; docs/BENCHMARKS.md, "Session 10"). They may
- * outlive the executor, so the pool does too until the last one is back.
+ * allocation per run cost a page fault per page (one 1x1 conv with a 3.2 MB output: 2.30
+ * ms a run, 1.38 ms pooled; docs/BENCHMARKS.md, "Session 10"). They may outlive the
+ * executor, so the pool does too until the last one is back.
  */
 #ifndef KILN_RUNTIME_BUFPOOL_H
 #define KILN_RUNTIME_BUFPOOL_H
