@@ -16,6 +16,13 @@
 #include "runtime/bufpool.h"
 #include "runtime/tensor.h"
 
+/* A buffer of n bytes from the pool, which must have one. */
+static uint8_t *take(rt_bufpool *pool, uint64_t n) {
+    uint8_t *b = rt_bufpool_get(pool, n);
+    assert_non_null(b);
+    return b;
+}
+
 static void test_hook_targets_only(void **state) {
     (void)state;
     rt_bufpool *pool = rt_bufpool_create();
@@ -67,8 +74,7 @@ static void test_live_buffers_never_overlap(void **state) {
         for (int i = 0; i < N; i++) {
             rng = rng * 1103515245u + 12345u;
             size[i] = 1 + (rng >> 16) % 5000 + (uint64_t)(i % 4) * 100000;
-            buf[i] = rt_bufpool_get(pool, size[i]);
-            assert_non_null(buf[i]);
+            buf[i] = take(pool, size[i]);
             memset(buf[i], i + 1, size[i]);
             if (i >= 3 && (i % 3) == 0) { /* release an older one: lifetimes overlap partially */
                 int r = i - 3;
@@ -99,10 +105,7 @@ static void test_trim_frees_only_free_buffers(void **state) {
     (void)state;
     rt_bufpool *pool = rt_bufpool_create();
     assert_non_null(pool);
-    uint8_t *a = rt_bufpool_get(pool, 4096), *b = rt_bufpool_get(pool, 1000), *held = rt_bufpool_get(pool, 300);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_non_null(held);
+    uint8_t *a = take(pool, 4096), *b = take(pool, 1000), *held = take(pool, 300);
     memset(held, 0x5a, 300);
     rt_bufpool_put(pool, a);
     rt_bufpool_put(pool, b);
@@ -114,8 +117,7 @@ static void test_trim_frees_only_free_buffers(void **state) {
     assert_true(s.bytes_owned >= 300 && s.bytes_owned < 1000); /* only the held buffer */
     for (int k = 0; k < 300; k++) assert_int_equal(held[k], 0x5a);
     uint64_t misses = s.misses;
-    uint8_t *again = rt_bufpool_get(pool, 4096);
-    assert_non_null(again);
+    uint8_t *again = take(pool, 4096);
     s = rt_bufpool_get_stats(pool);
     assert_int_equal(s.misses, misses + 1); /* nothing left to recycle */
     rt_bufpool_put(pool, again);
@@ -133,10 +135,7 @@ static void test_free_with_buffers_out(void **state) {
     (void)state;
     rt_bufpool *pool = rt_bufpool_create();
     assert_non_null(pool);
-    uint8_t *a = rt_bufpool_get(pool, 5000), *b = rt_bufpool_get(pool, 70), *c = rt_bufpool_get(pool, 64);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_non_null(c);
+    uint8_t *a = take(pool, 5000), *b = take(pool, 70), *c = take(pool, 64);
     memset(a, 1, 5000);
     memset(b, 2, 70);
     rt_bufpool_put(pool, c); /* in the free list: freed with the pool's list */
@@ -148,7 +147,7 @@ static void test_free_with_buffers_out(void **state) {
     rt_bufpool_put(pool, b); /* the last one: the pool goes too */
     /* nothing out: freeing is immediate, as before */
     rt_bufpool *p2 = rt_bufpool_create();
-    rt_bufpool_put(p2, rt_bufpool_get(p2, 100));
+    rt_bufpool_put(p2, take(p2, 100));
     rt_bufpool_free(p2);
 }
 

@@ -6,8 +6,9 @@
  * accumulators, 2 B vectors and one broadcast per row and k step, twice the FLOPs per
  * instruction of the 6x16 AVX2 kernel. The packed GEMM's edges run here too: a partial
  * last A panel against a pair (rx32), a lone or partial last B panel (x16, masked to its
- * columns). The Winograd GEMMs' edges stay on the AVX2 kernels. The functions here are compiled with -mavx512f
- * (CMake: *_avx512.c) and must only be called when cpu_gemm_avx512_usable() says so.
+ * columns). The Winograd GEMMs' edges stay on the AVX2 kernels. The functions here are
+ * compiled with -mavx512f (CMake: *_avx512.c) and must only be called when
+ * cpu_gemm_avx512_usable() says so.
  */
 #ifndef KILN_BACKENDS_CPU_CPU_GEMM_AVX512_H
 #define KILN_BACKENDS_CPU_CPU_GEMM_AVX512_H
