@@ -1,0 +1,96 @@
+"""test_conv_batch.py - batched convolutions on several threads against ONNX Runtime.
+
+The op tests mostly run batch 1 or 2; the zoo models run batch 1 and 8 at 1 and 2
+threads. Here one model has every conv kind of ResNet-50 (a strided stem, 1x1 convs on
+the P16 layout with a fused residual, 1x1 convs at 8x8 and 4x4 positions, 3x3 and 1x1
+stride-2 convs, a grouped 3x3, a Winograd 3x3), and batches of 1 to 9 images run on 1 to 3
+threads, so that the per-image loops, the task splits that do not divide evenly and the
+scratch shared by the layers all meet a batch. Each run must match ONNX Runtime.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+F = TensorProto.FLOAT
+
+
+def conv(nodes, inits, rng, x, cin, cout, k, name, stride=1, group=1, relu=True, residual=None):
+    w = rng.standard_normal((cout, cin // group, k, k)).astype(np.float32) * np.float32(1.0 / np.sqrt(cin // group * k * k))
+    b = rng.standard_normal(cout).astype(np.float32) * np.float32(0.1)
+    inits += [numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")]
+    p = k // 2
+    nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c"], name=name, strides=[stride] * 2,
+                                  pads=[p] * 4, group=group, kernel_shape=[k, k]))
+    out = f"{name}_c"
+    if residual:
+        nodes.append(helper.make_node("Add", [out, residual], [f"{name}_s"], name=f"{name}_add"))
+        out = f"{name}_s"
+    if relu:
+        nodes.append(helper.make_node("Relu", [out], [f"{name}_r"], name=f"{name}_relu"))
+        out = f"{name}_r"
+    return out
+
+
+def model(path):
+    rng = np.random.default_rng(5)
+    nodes, inits = [], []
+    s = conv(nodes, inits, rng, "x", 3, 16, 7, "stem", stride=2)                # 32x32 -> 16x16
+    a = conv(nodes, inits, rng, s, 16, 32, 1, "expand")                         # P16 output
+    b = conv(nodes, inits, rng, a, 32, 32, 1, "mid")                            # P16 in and out
+    c = conv(nodes, inits, rng, b, 32, 32, 1, "proj", residual=a)               # P16 residual
+    d = conv(nodes, inits, rng, c, 32, 32, 3, "wino")                           # Winograd (shared images)
+    e = conv(nodes, inits, rng, d, 32, 48, 3, "down3", stride=2)                # 3x3/2 -> 8x8
+    f = conv(nodes, inits, rng, d, 32, 48, 1, "down1", stride=2, relu=False)    # 1x1/2
+    g = conv(nodes, inits, rng, e, 48, 48, 1, "pw8", residual=f)                # 64 positions
+    h = conv(nodes, inits, rng, g, 48, 48, 3, "grouped", stride=2, group=4)     # -> 4x4
+    y = conv(nodes, inits, rng, h, 48, 40, 1, "pw4", relu=False)                # 16 positions
+    nodes[-1].output[0] = "y"
+    gr = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", F, ["N", 3, 32, 32])],
+                           [helper.make_tensor_value_info("y", F, ["N", 40, 4, 4])], inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    if not Path(KILN).exists():
+        pytest.skip(f"kiln binary not found at {KILN}")
+    d = tmp_path_factory.mktemp("convbatch")
+    m = model(d / "convs.onnx")
+    engine = d / "convs.engine"
+    p = subprocess.run([KILN, "exec", f"--onnx={m}", f"--saveEngine={engine}", "--minShapes=x:1x3x32x32",
+                        "--optShapes=x:8x3x32x32", "--maxShapes=x:9x3x32x32", "--iterations=1", "--duration=0",
+                        "--warmUp=0"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return d, m, engine
+
+
+def run(d, engine, x, threads):
+    xf, out = d / f"x{len(x)}.npy", d / f"out_{len(x)}_{threads}.json"
+    np.save(xf, x)
+    p = subprocess.run([KILN, "exec", f"--loadEngine={engine}", f"--shapes=x:{len(x)}x3x32x32", f"--loadInputs=x:{xf}",
+                        f"--exportOutput={out}", f"--threads={threads}", "--iterations=2", "--duration=0",
+                        "--warmUp=0"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return np.array(json.loads(out.read_text())[0]["values"], dtype=np.float32).reshape(len(x), 40, 4, 4)
+
+
+@pytest.mark.parametrize("batch,threads", [(8, 1), (8, 2), (9, 2), (9, 3), (8, 3), (3, 2), (1, 2)])
+def test_batched_convs_match_onnxruntime(built, batch, threads):
+    import onnxruntime as ort
+    d, m, engine = built
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    got = run(d, engine, x, threads)
+    ref = ort.InferenceSession(str(m), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
