@@ -13,7 +13,8 @@ graph optimisations. kiln end-to-end uses `kiln exec`: the first round builds th
 --rounds rounds per configuration, the reps spread over them, and each side's figure is the
 median of its round medians: on a shared VM whole-run medians move 10-30% within minutes,
 and alternating gives both engines the same share of slow and fast phases. The last column
-counts the rounds in which kiln's median beat ORT's of the same round.
+counts the rounds in which kiln's median beat ORT's of the same round, and the one after it
+gives the lowest and highest ratio of a single round.
 
 Usage: python3 bench/bench_cpu.py [--models resnet50,bert,mobilenetv2] [--threads 1,2]
                                   [--reps N] [--rounds R] [--quick] [--layers N]
@@ -354,19 +355,24 @@ def main():
                     os.unlink(engine)
                 o_ms = float(np.median(o_meds))
                 k_ms = float(np.median(k_meds)) if k_meds else None
-                # rounds in which kiln's median beat ORT's of the same round: how firm the ratio is
+                # rounds in which kiln's median beat ORT's of the same round, and the lowest and
+                # highest ratio of one round: how firm the ratio is (on a noisy host a 0.9 whose
+                # rounds span 0.7-1.2 says little)
                 won = f"{sum(k < o for o, k in zip(o_meds, k_meds))} of {len(k_meds)}" if k_meds else "n/a"
+                rr = [o / k for o, k in zip(o_meds, k_meds)]
+                spread = f"{min(rr):.2f}-{max(rr):.2f}" if rr else "n/a"
                 if batch == 1:
-                    rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None, won))
+                    rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None, won, spread))
                 else:
                     rows.append((model, t, batch, metric, batch * 1e3 / o_ms, batch * 1e3 / k_ms if k_ms else None,
-                                 (o_ms / k_ms) if k_ms else None, won))
+                                 (o_ms / k_ms) if k_ms else None, won, spread))
         print()
-    print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) | kiln faster in rounds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) | kiln faster in rounds "
+          "| ratio per round, lowest-highest |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = lambda v: "n/a" if v is None else f"{v:.1f}"
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} | {r[7]} |")
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} | {r[7]} | {r[8]} |")
     if not exe or a.layers == 0:
         return
     for model in a.models.split(","):
