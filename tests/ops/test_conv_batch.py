@@ -9,6 +9,7 @@ scratch shared by the layers all meet a batch. Each run must match ONNX Runtime.
 """
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def model(path):
     a = conv(nodes, inits, rng, s, 16, 32, 1, "expand")                         # P16 output
     b = conv(nodes, inits, rng, a, 32, 32, 1, "mid")                            # P16 in and out
     c = conv(nodes, inits, rng, b, 32, 32, 1, "proj", residual=a)               # P16 residual
-    d = conv(nodes, inits, rng, c, 32, 32, 3, "wino")                           # Winograd (shared images)
+    d = conv(nodes, inits, rng, c, 32, 32, 3, "wino")                           # Winograd
     e = conv(nodes, inits, rng, d, 32, 48, 3, "down3", stride=2)                # 3x3/2 -> 8x8
     f = conv(nodes, inits, rng, d, 32, 48, 1, "down1", stride=2, relu=False)    # 1x1/2
     g = conv(nodes, inits, rng, e, 48, 48, 1, "pw8", residual=f)                # 64 positions
@@ -94,3 +95,22 @@ def test_batched_convs_match_onnxruntime(built, batch, threads):
     got = run(d, engine, x, threads)
     ref = ort.InferenceSession(str(m), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_model_covers_the_conv_kinds(built):
+    """The kinds the docstring names are the ones kiln picked (kiln inspect's layer table),
+    so a change in the layout pass or the tactics cannot quietly take coverage away."""
+    _, _, engine = built
+    p = subprocess.run([KILN, "inspect", str(engine)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"\s*\d+\s+(\S+)\s+Conv\s+\S+\s+(nchw|p16 in\+out|p16 in|p16 out)\s+(\S+)", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), m.group(3))
+    assert rows.get("expand", ("",))[0] == "p16 out", p.stdout
+    assert rows.get("mid", ("",))[0] == "p16 in+out", p.stdout
+    assert rows.get("proj", ("",))[0] == "p16 in", p.stdout
+    assert rows.get("wino", ("", ""))[1].startswith("conv_winograd"), p.stdout
+    for name in ("stem", "down3", "down1", "grouped"):
+        assert rows.get(name, ("", ""))[1] == "conv_im2col_gemm", (name, p.stdout)
