@@ -806,15 +806,18 @@ static host_mem cpu_host_memory(stream_job *jobs, int ns) {
  * calling thread spent in them (running chunks, then waiting for the workers' last
  * ones) and each worker spent running chunks. A low worker share with a low wait means
  * serial work between the loops; a high wait, uneven loops; both threads busy but
- * scaling poorly, per-thread slowdown (shared caches, memory, a busy host). */
+ * scaling poorly, per-thread slowdown (shared caches, memory, a busy host). The blocks
+ * per query count hand-offs that outlasted the pool's spin (KILN_SPIN_US) and went
+ * through a sleep and a wake-up instead. */
 typedef struct threads_use {
     int threads, queries;
     double loops, inline_loops, caller_in_loops, caller_waiting, workers_busy; /* per query; shares 0-1 */
+    double caller_sleeps, worker_sleeps;                                     /* per query */
 } threads_use;
 
 static threads_use cpu_threads_use(const stream_job *jobs, int ns) {
-    threads_use u = {0, 0, 0, 0, 0, 0, 0};
-    double wall_ns = 0, run = 0, wait = 0, worker = 0, loops = 0, inl = 0;
+    threads_use u = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double wall_ns = 0, run = 0, wait = 0, worker = 0, loops = 0, inl = 0, csl = 0, wsl = 0;
     for (int i = 0; i < ns; i++) {
         const rt_threads_report *a = &jobs[i].th0, *b = &jobs[i].th1;
         u.threads = b->threads;
@@ -824,11 +827,15 @@ static threads_use cpu_threads_use(const stream_job *jobs, int ns) {
         run += (double)(b->caller_run_ns - a->caller_run_ns);
         wait += (double)(b->caller_wait_ns - a->caller_wait_ns);
         worker += (double)(b->worker_run_ns - a->worker_run_ns);
+        csl += (double)(b->caller_sleeps - a->caller_sleeps);
+        wsl += (double)(b->worker_sleeps - a->worker_sleeps);
         wall_ns += jobs[i].th_ms * 1e6;
     }
     if (u.queries > 0) {
         u.loops = loops / u.queries;
         u.inline_loops = inl / u.queries;
+        u.caller_sleeps = csl / u.queries;
+        u.worker_sleeps = wsl / u.queries;
     }
     if (wall_ns > 0) {
         u.caller_in_loops = (run + wait) / wall_ns;
@@ -845,9 +852,10 @@ static void report_cpu_threads(const threads_use *u) {
     }
     perf_log('I', "Threads: %d per context; %.1f parallel loops per query (%.1f more too small to share); the "
                   "calling thread was in them %.1f%% of the time (waiting for workers %.1f%%), each worker ran "
-                  "chunks %.1f%% of the time",
+                  "chunks %.1f%% of the time; per query the caller blocked %.1f times waiting for workers and the "
+                  "workers %.1f times between loops",
              u->threads, u->loops, u->inline_loops, 100 * u->caller_in_loops, 100 * u->caller_waiting,
-             100 * u->workers_busy);
+             100 * u->workers_busy, u->caller_sleeps, u->worker_sleeps);
 }
 
 static void report_cpu_memory(const host_mem *m, int ns) {
@@ -1004,7 +1012,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
                      ns == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
         perf_print_averages(all, total, f->avg_runs);
         host_mem hm = {0, 0, 0, 0};
-        threads_use tu = {0, 0, 0, 0, 0, 0, 0};
+        threads_use tu = {0, 0, 0, 0, 0, 0, 0, 0, 0};
         if (s->gpu) report_gpu_state(jobs, ns);
         else {
             hm = cpu_host_memory(jobs, ns);
@@ -1044,8 +1052,9 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
         if (!s->gpu)
             sb_printf(j, ", \"threads\": {\"per_context\": %d, \"parallel_loops_per_query\": %.3f, "
                          "\"inline_loops_per_query\": %.3f, \"caller_in_loops\": %.4f, \"caller_waiting\": %.4f, "
-                         "\"workers_busy\": %.4f}",
-                      tu.threads, tu.loops, tu.inline_loops, tu.caller_in_loops, tu.caller_waiting, tu.workers_busy);
+                         "\"workers_busy\": %.4f, \"caller_blocks_per_query\": %.3f, \"worker_blocks_per_query\": %.3f}",
+                      tu.threads, tu.loops, tu.inline_loops, tu.caller_in_loops, tu.caller_waiting, tu.workers_busy,
+                      tu.caller_sleeps, tu.worker_sleeps);
         if (s->gpu) {
             /* the replays' copies (device events); null when some query ran node by node */
             double *h = malloc(sizeof *h * (size_t)(total ? total : 1)), *d = malloc(sizeof *d * (size_t)(total ? total : 1));

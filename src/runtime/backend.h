@@ -150,6 +150,7 @@ typedef struct rt_threads_report {
     int threads;
     uint64_t loops, inline_loops;
     uint64_t caller_run_ns, caller_wait_ns, worker_run_ns;
+    uint64_t caller_sleeps, worker_sleeps; /* times the caller / a worker blocked (stopped spinning) */
 } rt_threads_report;
 
 /* Tactic timings of a device backend (cuBLASLt / cuDNN algorithm choices), by node, a

@@ -221,15 +221,24 @@ def test_threads_line_and_json(conv, tmp_path):
             f"--json={report}", check_rc=0)
     m = re.search(r"Threads: 2 per context; ([\d.]+) parallel loops per query \(([\d.]+) more too small to share\); "
                   r"the calling thread was in them ([\d.]+)% of the time \(waiting for workers ([\d.]+)%\), each worker "
-                  r"ran chunks ([\d.]+)% of the time", p.stdout)
+                  r"ran chunks ([\d.]+)% of the time; per query the caller blocked ([\d.]+) times waiting for workers "
+                  r"and the workers ([\d.]+) times between loops", p.stdout)
     assert m, p.stdout
-    loops, inline, caller, wait, worker = map(float, m.groups())
+    loops, inline, caller, wait, worker, cblocks, wblocks = map(float, m.groups())
     assert loops >= 1 and inline >= 0
     # the worker may not get a core at all on a loaded machine: its share can be 0
     assert 0 <= wait <= caller <= 100.5 and 0 <= worker <= 100.5
+    # a block is at most one per loop for the caller, one per loop and worker for the workers
+    assert 0 <= cblocks <= loops and 0 <= wblocks <= loops + 1
     th = json.loads(report.read_text())["runs"][0]["threads"]
     assert th["per_context"] == 2 and abs(th["parallel_loops_per_query"] - loops) < 0.05
     assert abs(th["workers_busy"] * 100 - worker) < 0.06
+    assert abs(th["caller_blocks_per_query"] - cblocks) < 0.06 and abs(th["worker_blocks_per_query"] - wblocks) < 0.06
+    # without the spin (KILN_SPIN_US=0) the worker blocks before every loop it joins
+    p = subprocess.run([KILN, "exec", f"--onnx={conv}", "--threads=2", "--iterations=20", "--duration=0", "--warmUp=0"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "KILN_SPIN_US": "0"})
+    m = re.search(r"the workers ([\d.]+) times between loops", p.stdout)
+    assert m and float(m.group(1)) >= 1, p.stdout
     p = run("exec", f"--onnx={conv}", "--threads=1", *FAST, f"--json={report}", check_rc=0)
     assert "Threads: 1 per context (no worker threads)" in p.stdout
     th = json.loads(report.read_text())["runs"][0]["threads"]

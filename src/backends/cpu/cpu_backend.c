@@ -180,8 +180,8 @@ static void cpu_threads_report(void *ctx, rt_threads_report *out) {
     const cpu_backend_ctx *c = ctx;
     cpu_pool_stats ps;
     cpu_threadpool_stats(c ? c->pool : NULL, &ps);
-    *out = (rt_threads_report){ps.threads,       ps.loops,          ps.inline_loops,
-                               ps.caller_run_ns, ps.caller_wait_ns, ps.worker_run_ns};
+    *out = (rt_threads_report){ps.threads,       ps.loops,          ps.inline_loops,   ps.caller_run_ns,
+                               ps.caller_wait_ns, ps.worker_run_ns, ps.caller_sleeps, ps.worker_sleeps};
 }
 
 static const rt_backend cpu_backend_table = {

@@ -104,6 +104,7 @@ typedef struct cpu_pool_stats {
     int threads;
     uint64_t loops, inline_loops;
     uint64_t caller_run_ns, caller_wait_ns, worker_run_ns;
+    uint64_t caller_sleeps, worker_sleeps;
 } cpu_pool_stats;
 void cpu_threadpool_stats(const cpu_threadpool *pool, cpu_pool_stats *out);
 

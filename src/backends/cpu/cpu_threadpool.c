@@ -27,8 +27,13 @@
  * vs. the job generation) so no wake-up is lost.
  *
  * Statistics (cpu_threadpool_stats, `kiln exec`'s "Threads" line): loops shared and run
- * inline, and the time the caller spends running chunks and waiting for the workers' last
- * ones, and the workers' time in chunks. Three clock reads per shared loop on the caller
+ * inline, the time the caller spends running chunks and waiting for the workers' last
+ * ones, the workers' time in chunks, and how often the caller and the workers gave up
+ * spinning and blocked. (Session 12 measured the blocks: ResNet-50 at batch 8 on 2
+ * threads blocked the caller ~17 times and the workers 9-29 times per query, at the ends
+ * of loops whose last chunk ran over 100 us longer on one thread. Spinning on while the
+ * job was still running elsewhere took both to 0, and changed nothing measurable end to
+ * end on this VM or the GPU host's Xeon, so the spin stays bounded; docs/BENCHMARKS.md.) Three clock reads per shared loop on the caller
  * and two per worker that joins it (~0.1 us; ResNet-50 runs ~60 shared loops, BERT ~240).
  *
  * Re-entrancy: a range function that itself calls cpu_parallel_for (a kernel inside a
@@ -99,6 +104,7 @@ struct cpu_threadpool {
     /* statistics: loops and caller times written by the submitting thread only (one job
      * at a time, under `busy`), worker time by the workers */
     atomic_ullong st_loops, st_inline, st_caller_run, st_caller_wait, st_worker_run;
+    atomic_ullong st_caller_sleeps, st_worker_sleeps; /* times each blocked on its condition variable */
 };
 
 /* Set while a thread is executing range functions for some pool (nested calls run inline). */
@@ -169,6 +175,7 @@ static uint64_t wait_for_job(cpu_threadpool *p, uint64_t seen) {
         }
     }
     pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->st_worker_sleeps, 1, memory_order_relaxed);
     atomic_fetch_add(&p->sleepers, 1);
     /* seq_cst: the caller bumps generation, then reads sleepers; we bump sleepers, then
      * read generation. At least one of us sees the other's write. */
@@ -245,6 +252,8 @@ kiln_status cpu_threadpool_create(int n_threads, cpu_threadpool **out, kiln_erro
     atomic_init(&p->st_caller_run, 0);
     atomic_init(&p->st_caller_wait, 0);
     atomic_init(&p->st_worker_run, 0);
+    atomic_init(&p->st_caller_sleeps, 0);
+    atomic_init(&p->st_worker_sleeps, 0);
     if (n_threads > 1) {
         p->workers = calloc((size_t)(n_threads - 1), sizeof *p->workers);
         if (!p->workers) {
@@ -292,6 +301,8 @@ void cpu_threadpool_stats(const cpu_threadpool *p, cpu_pool_stats *out) {
     out->caller_run_ns = atomic_load_explicit(&q->st_caller_run, memory_order_relaxed);
     out->caller_wait_ns = atomic_load_explicit(&q->st_caller_wait, memory_order_relaxed);
     out->worker_run_ns = atomic_load_explicit(&q->st_worker_run, memory_order_relaxed);
+    out->caller_sleeps = atomic_load_explicit(&q->st_caller_sleeps, memory_order_relaxed);
+    out->worker_sleeps = atomic_load_explicit(&q->st_worker_sleeps, memory_order_relaxed);
 }
 
 int64_t cpu_threadpool_spin_us(const cpu_threadpool *p) { return p ? p->spin_ns / 1000 : 0; }
@@ -313,6 +324,7 @@ static void wait_done(cpu_threadpool *p) {
         }
     }
     pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->st_caller_sleeps, 1, memory_order_relaxed);
     atomic_store(&p->caller_waiting, true);
     while (atomic_load(&p->done_chunks) != p->n_chunks) pthread_cond_wait(&p->done_cv, &p->mu);
     atomic_store(&p->caller_waiting, false);
