@@ -159,7 +159,8 @@ static void test_packed_vs_reference(void **state) {
         return;
     }
     printf("AVX-512 kernels: %s\n", cpu_gemm_avx512_usable()
-                                          ? "exercised (6x32 pairs, rx32 partial A panels, x16 lone and partial B panels)"
+                                          ? "exercised (6x32 pairs, rx32 partial A panels, x16 lone and partial B panels of 3-15 "
+                                            "columns; 1-2 column tails on kernel_6xn)"
                                           : "not exercised, this CPU has no AVX-512F (AVX2 kernels ran)");
     run_shapes(NULL);
     cpu_threadpool *pool = NULL;

@@ -698,11 +698,17 @@ static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b0, c
  * column took as long as the pair. On the Xeon, with rx32 above, 2048 x 49 x 512 4.6%
  * faster (52 of 61 calls), 512 x 49 x 2048 1.3% (41 of 61); in ResNet-50 the 7x7 1x1
  * convs and the 14x14/2 downsample 5-6% (9-10 of 10 rounds). A GELU with a partial panel
- * goes through cpu_epilogue_apply: gelu_tile works on whole 16-column rows. */
+ * goes through cpu_epilogue_apply: gelu_tile works on whole 16-column rows.
+ * A tail of 1-2 columns stays on kernel_6xn (gemm_tile), with AVX-512 too: x16 spends 6
+ * zmm FMAs per k on it (15 of 16 lanes idle at N = 49), kernel_6xn one ymm FMA per column.
+ * On the Xeon (session 12, in the network, 1 thread, alternating runs): the seven 7x7 GEMM
+ * layers of ResNet-50 1.5-12% faster at batch 1 (11-13 of 14 rounds each; the 1x1 convs
+ * 10-12%), 8.7-12.4% at batch 8 (4-5 of 5); an isolated 512 x 49 x 2048 conv 0.93-0.95 ms
+ * against 1.02-1.37 (two of three rounds). */
 static inline void gemm_tile_one(bool use512, int64_t kc, const float *a, const float *b, float *tile, int mr, int nr,
                                  float *C, int64_t ldc, int64_t m0, int64_t n0, bool first, bool last,
                                  const cpu_epilogue *ep, bool has_ep, bool fusable, bool nt) {
-    if (use512) {
+    if (use512 && nr > 2) {
         bool gelu = ep && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH);
         bool fuse = last && fusable && !(gelu && nr != NR);
         const cpu_half_out h = {C, ldc, ep};
