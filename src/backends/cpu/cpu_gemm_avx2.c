@@ -703,8 +703,9 @@ static inline void gemm_tile_pair(int64_t kc, const float *a, const float *b0, c
  * zmm FMAs per k on it (15 of 16 lanes idle at N = 49), kernel_6xn one ymm FMA per column.
  * On the Xeon (session 12, in the network, 1 thread, alternating runs): the seven 7x7 GEMM
  * layers of ResNet-50 1.5-12% faster at batch 1 (11-13 of 14 rounds each; the 1x1 convs
- * 10-12%), 8.7-12.4% at batch 8 (4-5 of 5); an isolated 512 x 49 x 2048 conv 0.93-0.95 ms
- * against 1.02-1.37 (two of three rounds). */
+ * 10-12%), 8.7-12.4% at batch 8 (4-5 of 5); an isolated 512 x 49 x 2048 conv 0.93 and
+ * 0.95 ms against 1.11 and 1.37 in two of three alternating rounds (1.28 against 1.02 in
+ * the third). */
 static inline void gemm_tile_one(bool use512, int64_t kc, const float *a, const float *b, float *tile, int mr, int nr,
                                  float *C, int64_t ldc, int64_t m0, int64_t n0, bool first, bool last,
                                  const cpu_epilogue *ep, bool has_ep, bool fusable, bool nt) {

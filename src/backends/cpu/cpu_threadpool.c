@@ -29,12 +29,13 @@
  * Statistics (cpu_threadpool_stats, `kiln exec`'s "Threads" line): loops shared and run
  * inline, the time the caller spends running chunks and waiting for the workers' last
  * ones, the workers' time in chunks, and how often the caller and the workers gave up
- * spinning and blocked. (Session 12 measured the blocks: ResNet-50 at batch 8 on 2
- * threads blocked the caller ~17 times and the workers 9-29 times per query, at the ends
- * of loops whose last chunk ran over 100 us longer on one thread. Spinning on while the
- * job was still running elsewhere took both to 0, and changed nothing measurable end to
- * end on this VM or the GPU host's Xeon, so the spin stays bounded; docs/BENCHMARKS.md.) Three clock reads per shared loop on the caller
- * and two per worker that joins it (~0.1 us; ResNet-50 runs ~60 shared loops, BERT ~240).
+ * spinning and blocked. Three clock reads per shared loop on the caller and two per
+ * worker that joins it (~0.1 us; ResNet-50 runs ~60 shared loops, BERT ~240). Session 12
+ * measured the blocks: ResNet-50 at batch 8 on 2 threads blocked the caller ~17 times and
+ * the workers 9-29 times per query, at the ends of loops whose last chunk ran over 100 us
+ * longer on one thread. Spinning on while the job was still running elsewhere took both
+ * to 0 and changed nothing measurable end to end on the dev VM or the GPU host's Xeon, so
+ * the spin stays bounded (docs/BENCHMARKS.md, "Session 12").
  *
  * Re-entrancy: a range function that itself calls cpu_parallel_for (a kernel inside a
  * Loop body run from a worker, say) runs the inner loop inline rather than deadlock; a
