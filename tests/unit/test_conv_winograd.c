@@ -281,10 +281,24 @@ static void test_plan_shared_v(void **state) {
     assert_true(cpu_winograd_plan(CPU_WINOGRAD_F23, 1, 40, 200, 14, 14, 2, &b));
     assert_true(b.shared_v);
     assert_true(b.Mg * b.n_groups >= 208 && b.Mg * (b.n_groups - 1) < 208);
-    /* two images of 56x56 on 2 threads: 2 x 196 tiles fill the threads with blocks alone */
+    /* two images of 56x56 on 2 threads: 2 x 196 tiles fill the threads with blocks alone,
+     * at most 60 tiles each (64 channels in and out), in a multiple of the threads */
     assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 2, 64, 64, 56, 56, 2, &b));
     assert_false(b.shared_v);
     assert_int_equal(b.n_groups, 1);
+    assert_true(b.TB <= 60 && b.n_blocks % 2 == 0 && b.TB * b.n_blocks >= 392);
+    /* 64 channels, one image: 4 blocks of 54 on 1, 2 or 4 threads (was 2 of 102), and on
+     * 3 threads 6 blocks of 36 */
+    for (int threads = 1; threads <= 4; threads++) {
+        assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 1, 64, 64, 56, 56, threads, &b));
+        assert_false(b.shared_v);
+        assert_int_equal(b.TB, threads == 3 ? 36 : 54);
+        assert_int_equal(b.n_blocks, threads == 3 ? 6 : 4);
+    }
+    /* 128 channels keep the larger blocks: 8 images of 28x28 in 5 blocks of 84 */
+    assert_true(cpu_winograd_plan(CPU_WINOGRAD_F43, 8, 128, 128, 28, 28, 1, &b));
+    assert_int_equal(b.TB, 84);
+    assert_int_equal(b.n_blocks, 5);
 }
 
 int main(void) {

@@ -10,6 +10,16 @@
  * L2. */
 #define WG_SLOT_BYTES (3u << 20)
 #define WG_MAX_TB 120
+/* Cap on the tiles per block when input and output have at most 64 channels each (Cp + Mp
+ * <= 128). Their slots are small, so the slot target alone let a block grow to WG_MAX_TB:
+ * ResNet-50's 56x56 layers (64 -> 64) ran 2 blocks of 102 tiles at batch 1. With at most
+ * 60 (4 blocks of 54) those layers ran, in the network, alternating runs (session 12):
+ * this VM 15-21% faster at 1 thread and 6-11% at 2 (5-7 of 8 rounds); the GPU host's Xeon
+ * 15-24% and 15-19% (9-10 of 10). At batch 8 (114 -> 60 tiles) -9% to +1.5% on either
+ * machine. The same cap on 128-channel layers (84 -> 60 tiles at batch 8) was 8-12%
+ * faster on this VM but 5-15% slower on the Xeon at 1 thread, so they keep the old cap. */
+#define WG_SMALL_MAX_TB 60
+#define WG_SMALL_CHANNELS 128
 /* Shared-V mode (below): output-channel groups per thread, and the narrowest group. */
 #define WG_TASKS_PER_THREAD 2
 #define WG_MIN_GROUP_PANELS 2
@@ -34,6 +44,14 @@ bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, in
     if (tb > WG_MAX_TB) tb = WG_MAX_TB;
     if (tb > round_up((int64_t)total, 6)) tb = round_up((int64_t)total, 6);
     int64_t nb = ((int64_t)total + tb - 1) / tb;
+    if (Cp + Mp <= WG_SMALL_CHANNELS) {
+        /* blocks of at most WG_SMALL_MAX_TB tiles; a few of them come in a multiple of the
+         * threads, so the blocks alone share out evenly (two 56x56 images on 2 threads:
+         * 8 blocks of 54 rather than 7 of 60, which would take the shared-V mode below) */
+        int64_t nbs = ((int64_t)total + WG_SMALL_MAX_TB - 1) / WG_SMALL_MAX_TB;
+        if (threads > 1 && nbs % threads != 0 && nbs < 4 * threads) nbs = round_up(nbs, threads);
+        if (nbs > nb) nb = nbs;
+    }
     b->TB = round_up(((int64_t)total + nb - 1) / nb, 6); /* equal blocks */
     b->n_blocks = ((int64_t)total + b->TB - 1) / b->TB;
     /* output-channel groups only when the blocks alone cannot keep the threads busy */
