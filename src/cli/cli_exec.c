@@ -816,7 +816,7 @@ typedef struct threads_use {
 } threads_use;
 
 static threads_use cpu_threads_use(const stream_job *jobs, int ns) {
-    threads_use u = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    threads_use u = {0};
     double wall_ns = 0, run = 0, wait = 0, worker = 0, loops = 0, inl = 0, csl = 0, wsl = 0;
     for (int i = 0; i < ns; i++) {
         const rt_threads_report *a = &jobs[i].th0, *b = &jobs[i].th1;
@@ -1012,7 +1012,7 @@ static kiln_status run_shape_bench(exec_state *s, const run_shape *rs, int index
                      ns == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s", f->warmup_ms);
         perf_print_averages(all, total, f->avg_runs);
         host_mem hm = {0, 0, 0, 0};
-        threads_use tu = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+        threads_use tu = {0};
         if (s->gpu) report_gpu_state(jobs, ns);
         else {
             hm = cpu_host_memory(jobs, ns);
