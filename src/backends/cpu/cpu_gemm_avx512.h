@@ -5,8 +5,9 @@
  * CPU with AVX-512F, hand two neighbouring 16-column B panels to one 6x32 kernel: 12 zmm
  * accumulators, 2 B vectors and one broadcast per row and k step, twice the FLOPs per
  * instruction of the 6x16 AVX2 kernel. The packed GEMM's edges run here too: a partial
- * last A panel against a pair (rx32), a lone or partial last B panel (x16, masked to its
- * columns). The Winograd GEMMs' edges stay on the AVX2 kernels. The functions here are
+ * last A panel against a pair (rx32), a lone or partial last B panel of 3-16 columns (x16,
+ * masked to its columns; 1-2 columns go to the AVX2 kernel_6xn, one FMA per column). The
+ * Winograd GEMMs' edges stay on the AVX2 kernels. The functions here are
  * compiled with -mavx512f (CMake: *_avx512.c) and must only be called when
  * cpu_gemm_avx512_usable() says so.
  */

@@ -26,6 +26,10 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* Whether `tasks` handed out one at a time leave threads idle: fewer than 4 per thread
+ * and not a multiple of the thread count (never on one thread). */
+static bool tasks_uneven(int64_t tasks, int64_t threads) { return tasks % threads != 0 && tasks < 4 * threads; }
+
 bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, int64_t OW, int64_t threads,
                        cpu_winograd_blocking *b) {
     *b = (cpu_winograd_blocking){0};
@@ -49,14 +53,14 @@ bool cpu_winograd_plan(int tile, int64_t N, int64_t C, int64_t M, int64_t OH, in
          * threads, so the blocks alone share out evenly (two 56x56 images on 2 threads:
          * 8 blocks of 54 rather than 7 of 60, which would take the shared-V mode below) */
         int64_t nbs = ((int64_t)total + WG_SMALL_MAX_TB - 1) / WG_SMALL_MAX_TB;
-        if (threads > 1 && nbs % threads != 0 && nbs < 4 * threads) nbs = round_up(nbs, threads);
+        if (tasks_uneven(nbs, threads)) nbs = round_up(nbs, threads);
         if (nbs > nb) nb = nbs;
     }
     b->TB = round_up(((int64_t)total + nb - 1) / nb, 6); /* equal blocks */
     b->n_blocks = ((int64_t)total + b->TB - 1) / b->TB;
     /* output-channel groups only when the blocks alone cannot keep the threads busy */
     int64_t panels = Mp / 16, ng = 1;
-    while (ng < panels && (b->n_blocks * ng) % threads != 0 && b->n_blocks * ng < 4 * threads) ng++;
+    while (ng < panels && tasks_uneven(b->n_blocks * ng, threads)) ng++;
     /* Shared V (batch 1 on more than one thread: ResNet-50's 28x28, 14x14 and 7x7 layers
      * are one tile block). With one private V per task every thread transformed the same
      * input tiles, and the block's channels were cut into exactly one group per thread,
