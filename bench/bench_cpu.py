@@ -8,16 +8,23 @@ For each model (ResNet-50, BERT-base seq 128, MobileNetV2) and thread count (1, 
     timed one by one by bench/bench_layers.c, next to ORT's per-node profile, with each
     layer's GFLOP/s and its distance from the machine's measured GEMM peak.
 ORT runs with intra_op_num_threads = threads, inter_op 1, sequential execution and all
-graph optimisations. kiln end-to-end uses `kiln exec`: the first round builds the engine
-(tactic timing included) and saves it, later rounds load it. ORT and kiln alternate in
---rounds rounds per configuration, the reps spread over them, and each side's figure is the
-median of its round medians: on a shared VM whole-run medians move 10-30% within minutes,
-and alternating gives both engines the same share of slow and fast phases. The last column
-counts the rounds in which kiln's median beat ORT's of the same round, and the one after it
-gives the lowest and highest ratio of a single round.
+graph optimisations. kiln's engine is built once per configuration by `kiln exec` (tactic
+timing included). ORT and kiln alternate in --rounds rounds per configuration, the reps
+spread over them, and each side's figure is the median of its round medians: on a shared
+VM the CPU's speed moves 10-50% within seconds, and alternating gives both engines the same
+share of slow and fast phases. Two timing modes (--mode):
+  interleave (default): the engine stays loaded in build/kiln_step (bench/kiln_step.c) and
+    the two sides take turns every reps/rounds inferences, with --gap-ms of idle time
+    before each turn so neither side's spinning threads run into the other's;
+  process: one `kiln exec --loadEngine` process per round (round 0 builds and is dropped),
+    the method before session 13.
+The last columns count the rounds in which kiln's median beat ORT's of the same round, and
+give the per-round ratios as median [quartiles] (lowest-highest): the paired figure, each
+round's two medians taken seconds apart, is steadier than the ratio of the two medians.
 
 Usage: python3 bench/bench_cpu.py [--models resnet50,bert,mobilenetv2] [--threads 1,2]
-                                  [--reps N] [--rounds R] [--quick] [--layers N]
+                                  [--reps N] [--rounds R] [--mode interleave|process]
+                                  [--gap-ms MS] [--quick] [--layers N]
 """
 import argparse
 import json
@@ -133,6 +140,85 @@ def kiln_e2e(path, model, batch, threads, reps, engine, build, warmup_ms):
         print(f"  kiln failed (rc {r.returncode}): {(r.stderr or r.stdout).strip()[:300]}", file=sys.stderr)
         return None
     return float(m.group(1))
+
+
+# ---- kiln and ORT interleaved in one run ---------------------------------------------------
+
+KILN_STEP = Path(os.environ.get("KILN_STEP_BIN", BUILD / "kiln_step"))
+ONNX_DTYPE = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.int32): 6, np.dtype(np.bool_): 9}
+
+
+class KilnStep:
+    """A kiln engine kept loaded in bench/kiln_step.c, run on request (see its header)."""
+
+    def __init__(self, engine, threads, feeds, tmpdir):
+        args = [str(KILN_STEP), engine, str(threads)]
+        for i, (name, arr) in enumerate(feeds.items()):
+            f = os.path.join(tmpdir, f"input{i}.bin")
+            np.ascontiguousarray(arr).tofile(f)
+            args.append(f"{name}:{ONNX_DTYPE[arr.dtype]}:{'x'.join(str(d) for d in arr.shape)}:{f}")
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline().strip()
+        if line != "ready":
+            self.close()
+            raise RuntimeError(f"kiln_step: {line or 'exited'}")
+
+    def run(self, n):
+        self.p.stdin.write(f"run {n}\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline().split()
+        if not line or line[0] != "ok":
+            raise RuntimeError(f"kiln_step: {' '.join(line) or 'exited'}")
+        return [float(x) for x in line[1:]]
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+            except OSError:
+                pass
+        self.p.wait()
+
+
+def kiln_build_engine(path, model, batch, threads, engine):
+    """Builds and saves kiln's engine (tactic timing included) with `kiln exec`; None when failing."""
+    cmd = [str(KILN), "exec", f"--onnx={path}", f"--saveEngine={engine}", f"--shapes={kiln_shapes(model, batch)}",
+           f"--threads={threads}", "--skipInference"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"  kiln build failed (rc {r.returncode}): {(r.stderr or r.stdout).strip()[:300]}", file=sys.stderr)
+        return None
+    return engine
+
+
+def interleaved(session, feeds, step, rounds, per_round, gap_s):
+    """Per-round medians (ms) of ORT and kiln, the two alternating every per_round inferences
+    (which one goes first alternates too). gap_s of idle time before each side's turn lets
+    the other side's spinning workers go to sleep (ORT's spin for a while after a run), so
+    neither pays for the other's threads."""
+    o_meds, k_meds = [], []
+    for _ in range(2):  # warm-up: weights packed, arenas planned, caches and pages touched
+        session.run(None, feeds)
+        step.run(1)
+    for rnd in range(rounds):
+        def ort_turn():
+            ts = []
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                session.run(None, feeds)
+                ts.append((time.perf_counter() - t0) * 1e3)
+            return float(np.median(ts))
+        turns = [("o", ort_turn), ("k", lambda: float(np.median(step.run(per_round))))]
+        if rnd % 2:
+            turns.reverse()
+        got = {}
+        for key, fn in turns:
+            time.sleep(gap_s)
+            got[key] = fn()
+        o_meds.append(got["o"])
+        k_meds.append(got["k"])
+    return o_meds, k_meds
 
 
 def build_layer_bench():
@@ -289,6 +375,24 @@ def run_layers(exe, lines, threads, reps):
 
 # ---- report -------------------------------------------------------------------------------
 
+def rounds_by_process(a, s, feeds, path, model, batch, t, per_round, engine, have_exec):
+    """The pre-session-13 method (--mode process): ORT in-process and one `kiln exec` process
+    per round, alternating round by round; round 0 builds the engine and is not counted."""
+    o_meds, k_meds = [], []
+    for rnd in range(a.rounds):
+        o_meds.append(time_runs(lambda: s.run(None, feeds), per_round, warmup=2 if rnd == 0 else 1))
+        # round 0 builds the engine and sizes the later rounds' warm-up (2.5 inferences)
+        warm = 200 if rnd == 0 else max(200, int(2.5 * k_meds[0]))
+        k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0, warmup_ms=warm) if have_exec else None
+        if k is None:
+            return o_meds, []
+        k_meds.append(k)
+    if len(k_meds) > 1:
+        k_meds = k_meds[1:]  # round 0 ran right after the build, with too short a warm-up
+        o_meds = o_meds[1:]
+    return o_meds, k_meds
+
+
 def main():
     ap = argparse.ArgumentParser(description="kiln vs ONNX Runtime on the CPU")
     ap.add_argument("--models", default="resnet50,bert,mobilenetv2")
@@ -298,6 +402,12 @@ def main():
                     help="ORT and kiln alternate this many rounds per configuration (reps spread over them); "
                          "each engine's figure is the median of its round medians (round 1, which builds kiln's engine, "
                          "is not counted)")
+    ap.add_argument("--mode", choices=("interleave", "process"), default="interleave",
+                    help="interleave (default): kiln kept loaded in build/kiln_step and ORT alternate every "
+                         "reps/rounds inferences; process: one `kiln exec` process per round, as before session 13")
+    ap.add_argument("--gap-ms", type=float, default=20.0,
+                    help="idle time before each side's turn in interleave mode, so the other side's spinning "
+                         "threads have gone to sleep")
     ap.add_argument("--quick", action="store_true", help="3 repetitions, batch-8 only at the highest thread count")
     ap.add_argument("--layers", type=int, default=12, help="hottest layers to list per model (0 = none)")
     a = ap.parse_args()
@@ -307,6 +417,10 @@ def main():
     print(f"# machine: {mi['cpu']}, {mi['cores']} cores, {mi['flags']}, reported {mi['mhz']} MHz")
     print(f"# onnxruntime {ort.__version__}, kiln {KILN}")
     have_exec = kiln_has_exec()
+    interleave = a.mode == "interleave" and KILN_STEP.exists()
+    if a.mode == "interleave" and not interleave:
+        print(f"# {KILN_STEP} not found (scripts/build.sh builds it): one kiln exec process per round instead")
+    print(f"# timing: {'kiln_step and ORT alternating every reps/rounds inferences' if interleave else 'one kiln exec process per round'}")
     if not have_exec:
         print("# kiln end-to-end: `kiln exec` is not available in this build; kiln columns show n/a, per-layer "
               "kernel timings below are still measured")
@@ -335,22 +449,20 @@ def main():
                 s = ort_session(path, t)
                 n = reps if batch == 1 else max(3, reps // 3)
                 per_round = max(1, -(-n // a.rounds))
-                o_meds, k_meds = [], []
                 engine = os.path.join(tempfile.gettempdir(), f"kiln_bench_{model}_b{batch}_t{t}_{os.getpid()}.engine")
-                # ORT and kiln alternate round by round so both see the same machine phases
-                # (on a shared VM whole-run medians move 10-30% within minutes)
-                for rnd in range(a.rounds):
-                    o_meds.append(time_runs(lambda: s.run(None, feeds), per_round, warmup=2 if rnd == 0 else 1))
-                    # round 0 builds the engine and sizes the later rounds' warm-up (2.5 inferences)
-                    warm = 200 if rnd == 0 else max(200, int(2.5 * k_meds[0]))
-                    k = kiln_e2e(path, model, batch, t, per_round, engine, build=rnd == 0, warmup_ms=warm) if have_exec else None
-                    if k is None:
-                        k_meds = []
-                        break
-                    k_meds.append(k)
-                if len(k_meds) > 1:
-                    k_meds = k_meds[1:]  # round 0 ran right after the build, with too short a warm-up
-                    o_meds = o_meds[1:]
+                if interleave and have_exec:
+                    o_meds, k_meds = [], []
+                    with tempfile.TemporaryDirectory() as td:
+                        if kiln_build_engine(path, model, batch, t, engine):
+                            step = KilnStep(engine, t, feeds, td)
+                            try:
+                                o_meds, k_meds = interleaved(s, feeds, step, a.rounds, per_round, a.gap_ms / 1e3)
+                            finally:
+                                step.close()
+                        if not k_meds:
+                            o_meds = [time_runs(lambda: s.run(None, feeds), n)]
+                else:
+                    o_meds, k_meds = rounds_by_process(a, s, feeds, path, model, batch, t, per_round, engine, have_exec)
                 if os.path.exists(engine):
                     os.unlink(engine)
                 o_ms = float(np.median(o_meds))
@@ -360,7 +472,11 @@ def main():
                 # rounds span 0.7-1.2 says little)
                 won = f"{sum(k < o for o, k in zip(o_meds, k_meds))} of {len(k_meds)}" if k_meds else "n/a"
                 rr = [o / k for o, k in zip(o_meds, k_meds)]
-                spread = f"{min(rr):.2f}-{max(rr):.2f}" if rr else "n/a"
+                # the paired figure: each round's ratio compares two medians taken seconds
+                # apart, so its median and quartiles are steadier than the ratio of the
+                # two sides' medians when the machine's speed drifts
+                spread = (f"{np.median(rr):.2f} [{np.percentile(rr, 25):.2f}-{np.percentile(rr, 75):.2f}] "
+                          f"({min(rr):.2f}-{max(rr):.2f})") if rr else "n/a"
                 if batch == 1:
                     rows.append((model, t, batch, metric, o_ms, k_ms, (o_ms / k_ms) if k_ms else None, won, spread))
                 else:
@@ -368,10 +484,10 @@ def main():
                                  (o_ms / k_ms) if k_ms else None, won, spread))
         print()
     print("| model | threads | batch | metric | ONNX Runtime | kiln | ratio (ORT time / kiln time) | kiln faster in rounds "
-          "| ratio per round, lowest-highest |")
+          "| ratio per round: median [quartiles] (lowest-highest) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f = lambda v: "n/a" if v is None else f"{v:.1f}"
+        f = lambda v: "n/a" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.3g}"  # small latencies keep 3 digits
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {f(r[4])} | {f(r[5])} | {'n/a' if r[6] is None else f'{r[6]:.2f}'} | {r[7]} | {r[8]} |")
     if not exe or a.layers == 0:
         return

@@ -1,7 +1,9 @@
 """bench/bench_cpu.py, kiln against ONNX Runtime on the zoo models: runs it on the smallest
 zoo model (the embedding example) with few repetitions and checks the summary table users
 paste into reports: one row per batch, both engines' figures, the ratio, the rounds kiln
-won out of the rounds counted, and the lowest and highest ratio of a single round."""
+won out of the rounds counted, and each round's ratio as median [quartiles] (lowest-highest),
+in both timing modes (kiln kept loaded in build/kiln_step and alternating with ORT every
+few inferences, the default; one `kiln exec` process per round)."""
 import os
 import re
 import subprocess
@@ -12,25 +14,34 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+STEP = Path(KILN).parent / "kiln_step"
+
+ROW_RATIO = re.compile(r"(\d+\.\d\d) \[(\d+\.\d\d)-(\d+\.\d\d)\] \((\d+\.\d\d)-(\d+\.\d\d)\)")
 
 
-def test_summary_table():
+@pytest.mark.parametrize("mode", ["interleave", "process"])
+def test_summary_table(mode):
     if not Path(KILN).exists():
         pytest.skip(f"kiln binary not found at {KILN}")
+    if mode == "interleave" and not STEP.exists():
+        pytest.skip(f"{STEP} not built")
     pytest.importorskip("onnxruntime")
-    env = dict(os.environ, KILN_BIN=KILN)
+    env = dict(os.environ, KILN_BIN=KILN, KILN_STEP_BIN=str(STEP))
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_cpu.py"), "--models", "embedding", "--threads", "1",
-                        "--reps", "4", "--rounds", "3", "--layers", "0"], capture_output=True, text=True, timeout=300,
-                       env=env)
+                        "--reps", "4", "--rounds", "3", "--layers", "0", "--mode", mode, "--gap-ms", "1"],
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert ("kiln_step and ORT alternating" in r.stdout) == (mode == "interleave"), r.stdout
     header = [l for l in r.stdout.splitlines() if l.startswith("| model |")]
-    assert header and header[0].endswith("| ratio per round, lowest-highest |"), r.stdout
+    assert header and header[0].endswith("| ratio per round: median [quartiles] (lowest-highest) |"), r.stdout
     rows = [l.strip("|").split("|") for l in r.stdout.splitlines() if l.startswith("| embedding |")]
     assert [c[2].strip() for c in rows] == ["1", "8"], r.stdout
+    counted = 3 if mode == "interleave" else 2  # process mode drops round 0 (the engine build)
     for c in rows:
         ort_v, kiln_v, ratio = float(c[4]), float(c[5]), float(c[6])
         assert ort_v > 0 and kiln_v > 0 and ratio > 0
-        # round 0 (the engine build) is not counted: 2 of the 3 rounds are
-        assert re.fullmatch(r"[0-2] of 2", c[7].strip()), c
-        lo, hi = map(float, c[8].strip().split("-"))
-        assert 0 < lo <= hi
+        assert re.fullmatch(rf"[0-{counted}] of {counted}", c[7].strip()), c
+        m = ROW_RATIO.fullmatch(c[8].strip())
+        assert m, c
+        med, q1, q3, lo, hi = map(float, m.groups())
+        assert 0 < lo <= q1 <= med <= q3 <= hi
