@@ -6,8 +6,8 @@
  * 6x16 AVX2 kernel reaches at most half of the core's FLOP rate, and ONNX Runtime's
  * MLAS, which dispatches to AVX-512 there, ran ResNet-50 and BERT 1.6-2x faster than
  * kiln (docs/BENCHMARKS.md "Session 4: AVX-512"). The register budget: 12 accumulators
- * (6 rows x 2 zmm), 2 B vectors and one broadcast register; per k step 12 FMAs against 8
- * loads (2 B vectors, 6 broadcasts), so the FMA units, not the load ports, set the pace.
+ * (6 rows x 2 zmm) and 2 B vectors; per k step 12 FMAs, 6 of them each with its A value
+ * broadcast from memory (since session 13 the main loop is assembly, below).
  * Measured on that Xeon with both operands in L1 (1 thread, thread CPU time, min of 7):
  * 168.5-173.2 GFLOP/s for kc 64-320, 96-98% of a register-only FMA loop's 176.1. A 12x32
  * form (two A panels, 24 accumulators) ran at 95-96% there and made ResNet-50 and BERT
@@ -86,21 +86,51 @@ static inline void row_out32(const cpu_half_out *h0, const cpu_half_out *h1, __m
            c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(),                         \
            c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps()
 
+/* The 6x32 main loops are written in assembly because of how compilers emit STEP6: gcc 12
+ * broadcasts each A value into a register with its own vbroadcastss, then shuffles
+ * accumulators between registers (about ten vmovaps per two k steps). On the 2-core
+ * Sapphire Rapids-class dev VM that loop ran at 83-86% of a register-only FMA loop with
+ * both panels in L1 (median of 15 calibrated rounds, kc 64-320), while the same loop with
+ * the broadcast folded into each FMA (vfmadd231ps m32{1to16}: one fused load+FMA uop, the
+ * A value loaded twice from L1) ran at 96-99% (docs/BENCHMARKS.md, "Session 13"). STEP6
+ * stays for the odd last k step. GCC allows 30 asm operands and each in-out accumulator
+ * counts twice, so the B vectors live in fixed registers (zmm30, zmm31, clobbered), the
+ * second B panel is addressed as b0 + bdiff, and the loop runs until A reaches a_end. */
+#define ASM_FMA2(AOFF, ACC0, ACC1)                                                                                     \
+    "vfmadd231ps " #AOFF "(%[a])%{1to16%}, %%zmm30, %[" #ACC0 "]\n\t"                                                 \
+    "vfmadd231ps " #AOFF "(%[a])%{1to16%}, %%zmm31, %[" #ACC1 "]\n\t"
+/* One k step: B vectors at byte offset BOFF of both panels, A values at byte offsets
+ * A0 + i * AS (i = 0..5). */
+#define ASM_STEP6(BOFF, A0, AS)                                                                                        \
+    "vmovups " #BOFF "(%[b0]), %%zmm30\n\t"                                                                           \
+    "vmovups " #BOFF "(%[b0], %[bdiff]), %%zmm31\n\t"                                                                 \
+    ASM_FMA2(A0, c00, c01) ASM_FMA2(A0 + AS, c10, c11) ASM_FMA2(A0 + 2 * AS, c20, c21)                            \
+    ASM_FMA2(A0 + 3 * AS, c30, c31) ASM_FMA2(A0 + 4 * AS, c40, c41) ASM_FMA2(A0 + 5 * AS, c50, c51)
+#define ASM_ACC_OPERANDS                                                                                               \
+    [c00] "+v"(c00), [c01] "+v"(c01), [c10] "+v"(c10), [c11] "+v"(c11), [c20] "+v"(c20), [c21] "+v"(c21),           \
+    [c30] "+v"(c30), [c31] "+v"(c31), [c40] "+v"(c40), [c41] "+v"(c41), [c50] "+v"(c50), [c51] "+v"(c51)
+
 void cpu_gemm_kernel_6x32_avx512(int64_t kc, const float *a, const float *b0, const float *b1,
                                  const cpu_half_out *half0, const cpu_half_out *half1, int64_t m0, int64_t n0,
                                  bool accumulate, bool fuse, bool nt) {
     ZERO12;
-    int64_t k = 0;
-    for (; k + 2 <= kc; k += 2) {
-        /* A from memory (conv weights in a network): 64 k steps ahead, as the AVX2 kernel */
-        _mm_prefetch((const char *)(a + 6 * 64), _MM_HINT_T0);
-        STEP6(a, 1, b0, b1);
-        STEP6(a + 6, 1, b0 + 16, b1 + 16);
-        a += 12;
-        b0 += 32;
-        b1 += 32;
+    if (kc >= 2) {
+        const float *a_end = a + (kc / 2) * 12;
+        intptr_t bdiff = (const char *)b1 - (const char *)b0;
+        /* per two k steps: A from memory (conv weights in a network) prefetched 64 k steps
+         * (1536 bytes) ahead, as the AVX2 kernel; A advances 12 floats, each B panel 32 */
+        __asm__ volatile("1:\n\t"
+                         "prefetcht0 1536(%[a])\n\t" ASM_STEP6(0, 0, 4) ASM_STEP6(64, 24, 4)
+                         "addq $48, %[a]\n\t"
+                         "subq $-128, %[b0]\n\t"
+                         "cmpq %[a_end], %[a]\n\t"
+                         "jb 1b\n\t"
+                         : ASM_ACC_OPERANDS, [a] "+r"(a), [b0] "+r"(b0)
+                         : [bdiff] "r"(bdiff), [a_end] "r"(a_end)
+                         : "memory", "cc", "xmm30", "xmm31");
+        b1 = (const float *)((const char *)b0 + bdiff);
     }
-    if (k < kc) STEP6(a, 1, b0, b1);
+    if (kc & 1) STEP6(a, 1, b0, b1);
     row_out32(half0, half1, c00, c01, accumulate, fuse, m0 + 0, n0, nt);
     row_out32(half0, half1, c10, c11, accumulate, fuse, m0 + 1, n0, nt);
     row_out32(half0, half1, c20, c21, accumulate, fuse, m0 + 2, n0, nt);
