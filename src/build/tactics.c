@@ -131,6 +131,32 @@ static uint64_t conv_winograd_f23_scratch(const build_tactic_query *q) {
     return conv_winograd_scratch_tile(q, CPU_WINOGRAD_F23);
 }
 
+/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_candidate takes it. */
+static bool conv_c16_tactic_applies(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok || s.nsp != 2 || conv_is_depthwise(&s) || s.pointwise) return false;
+    cpu_conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.nsp = 2;
+    for (int i = 0; i < 2; i++) {
+        g.k[i] = q->in[1]->dims[2 + i].value;
+        g.in[i] = q->in[0]->dims[2 + i].value;
+        g.out[i] = q->out[0]->dims[2 + i].value;
+    }
+    return cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
+}
+/* its padded input copy: C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
+static uint64_t conv_c16_scratch(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok || s.nsp != 2) return 0;
+    uint64_t hp = (uint64_t)(q->in[0]->dims[2].value + q->in[1]->dims[2].value),
+             wp = (uint64_t)(q->in[0]->dims[3].value + q->in[1]->dims[3].value), n;
+    if (kiln_mul_overflow_u64((uint64_t)s.C, hp, &n) || kiln_mul_overflow_u64(n, wp, &n) ||
+        kiln_mul_overflow_u64(n, 4, &n))
+        return UINT64_MAX;
+    return n;
+}
+
 /* Order matters when tactics are not timed (time_tactics off): the first that applies is
  * what cpu_conv runs without a kiln_tactic attribute. */
 static const build_tactic builtin[] = {
@@ -140,6 +166,9 @@ static const build_tactic builtin[] = {
      conv_winograd_scratch, cpu_conv_run_winograd},
     {"", "Conv", CPU_CONV_TACTIC_WINOGRAD_F23, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
      conv_winograd_f23_scratch, cpu_conv_run_winograd_f23},
+    /* before the GEMM: without timing, cpu_conv runs it where it is a candidate */
+    {"", "Conv", CPU_CONV_TACTIC_C16, CPU_FEATURE_AVX512F, conv_c16_tactic_applies, conv_c16_scratch,
+     cpu_conv_run_c16},
     {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm},
 };
 

@@ -24,14 +24,17 @@
  * epilogue, so the output is written once.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_c16.h"
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_conv_strided.h"
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_avx512.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_scratch.h"
 #include "backends/cpu/cpu_winograd.h"
@@ -51,6 +54,7 @@ typedef struct conv_state {
     cpu_winograd_scratch wg_scratch;
     float *phase; /* phase-split input of strided convs (cpu_conv_strided.h), 64-byte aligned */
     size_t phase_cap; /* floats */
+    cpu_conv_c16_weights c16; /* weights of the channels-in-lanes direct conv (c16.w NULL when unused) */
 } conv_state;
 
 static void conv_packed_clear(conv_state *s) {
@@ -69,6 +73,7 @@ static void conv_state_free(void *p) {
         cpu_gemm_scratch_free(&s->scratch);
         cpu_winograd_weights_free(&s->wg);
         cpu_winograd_scratch_free(&s->wg_scratch);
+        cpu_conv_c16_weights_free(&s->c16);
     }
     free(s);
 }
@@ -98,6 +103,51 @@ static float *conv_scratch(cpu_kernel_ctx *ctx, uint64_t n) {
 static float *conv_phase_buf(cpu_kernel_ctx *ctx, conv_state *s, uint64_t n) {
     if (ctx->scratch) return cpu_scratch_grow(&ctx->scratch->phase, &ctx->scratch->phase_cap, n);
     return cpu_scratch_grow(&s->phase, &s->phase_cap, n);
+}
+
+/* ---- channels in lanes (AVX-512, cpu_c16.h) ---------------------------------------------- */
+
+/* KILN_CONV_C16=0 keeps every non-pointwise conv on the implicit GEMM (A/B measurements). */
+static bool conv_c16_enabled(void) {
+    static _Atomic int cached = -1;
+    int c = cached;
+    if (c < 0) {
+        const char *e = getenv("KILN_CONV_C16");
+        c = !(e && e[0] == '0');
+        cached = c;
+    }
+    return c == 1;
+}
+
+/* Where the direct conv measured faster than the implicit GEMM in ResNet-50 on the
+ * Sapphire Rapids-class dev VM (in the network, against 1x1 control layers;
+ * docs/BENCHMARKS.md "Session 13"): kernels larger than 1x1 over a multiple of 16 input
+ * channels (the 3x3/2 convs: 10-27% faster at batch 1 and 8, 1 and 2 threads). The strided
+ * 1x1 convs (0.83-0.99) and the 3-channel stem (0.92) stay on the GEMM. */
+bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    return C % 16 == 0 && (g->k[0] > 1 || g->k[1] > 1) && cpu_conv_c16_applies(g, group, C, M);
+}
+
+static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                            const float *X, const float *Wt, float *Y, const cpu_epilogue *ep) {
+    conv_state *cs = conv_state_get(ctx);
+    if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+    if (!cs->c16.w || cs->c16.src != Wt || cs->c16.M != M || cs->c16.C != C || cs->c16.kh != g->k[0] ||
+        cs->c16.kw != g->k[1]) {
+        kiln_status st = cpu_conv_c16_pack(Wt, M, C, g, &cs->c16, ctx->err);
+        if (st != KILN_OK) return st;
+    }
+    float *xp = conv_phase_buf(ctx, cs, (uint64_t)cpu_conv_c16_scratch_floats(g, C));
+    if (!xp) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv input copy");
+    int64_t IS = g->in_size, OS = g->out_size;
+    for (int64_t n = 0; n < N; n++) {
+        cpu_epilogue e = *ep;
+        if (e.residual) e.residual += n * M * OS;
+        e.ld_res = OS;
+        kiln_status st = cpu_conv_c16_run(ctx->pool, g, &cs->c16, X + n * C * IS, Y + n * M * OS, &e, xp, ctx->err);
+        if (st != KILN_OK) return st;
+    }
+    return KILN_OK;
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -334,7 +384,7 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 /* ---- Conv ---------------------------------------------------------------------------- */
 
-enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23 };
+enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23, CONV_C16 };
 
 static bool attr_is(const ir_attr *a, const char *s) {
     return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
@@ -349,6 +399,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD)       ? CONV_WINOGRAD
                           : attr_is(t, CPU_CONV_TACTIC_WINOGRAD_F23) ? CONV_WINOGRAD_F23
                           : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
+                          : attr_is(t, CPU_CONV_TACTIC_C16)          ? CONV_C16
                                                                      : CONV_AUTO;
     return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
 }
@@ -356,6 +407,11 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
 kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                               int32_t n_out) {
     return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_GEMM);
+}
+
+kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_C16);
 }
 
 kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
@@ -514,9 +570,16 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         return KILN_OK;
     }
 
-    if (algo != CONV_GEMM && packable && cpu_winograd_applies(&g, group, C, M) &&
+    if (algo != CONV_GEMM && algo != CONV_C16 && packable && cpu_winograd_applies(&g, group, C, M) &&
         conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, &st))
         return st;
+
+    /* the channels-in-lanes direct conv: where the builder timed it fastest, or by default
+     * where it is a candidate (cpu_conv_c16_candidate) */
+    if (packable && !pointwise && cpu_gemm_avx512_usable() && conv_c16_enabled() &&
+        (algo == CONV_C16 ? cpu_conv_c16_applies(&g, group, C, M)
+                          : algo == CONV_AUTO && cpu_conv_c16_candidate(&g, group, C, M)))
+        return conv_c16(ctx, &g, N, C, M, X, Wt, Y, &ep);
 
     /* packable: pack the weights once and use kiln's own GEMM; otherwise OpenBLAS through
      * cpu_sgemm */

@@ -4,7 +4,8 @@
  * node's `kiln_tactic` attribute; the names below are the ones build/tactics.c writes.
  * Without the attribute (an untimed build, or a kernel run outside the builder) it picks
  * by geometry: Winograd where it applies (F(4x4, 3x3), or F(2x2, 3x3) when the batch has
- * fewer than 16 4x4 output tiles), else the implicit GEMM.
+ * fewer than 16 4x4 output tiles), else on AVX-512 the channels-in-lanes direct conv where
+ * cpu_conv_c16_candidate says so, else the implicit GEMM.
  * The two forced variants run one algorithm regardless of the attribute: the builder
  * times them against each other on the node's shape.
  */
@@ -17,6 +18,7 @@
 #define CPU_CONV_TACTIC_GEMM "conv_im2col_gemm"
 #define CPU_CONV_TACTIC_WINOGRAD "conv_winograd_f43"
 #define CPU_CONV_TACTIC_WINOGRAD_F23 "conv_winograd_f23"
+#define CPU_CONV_TACTIC_C16 "conv_c16_direct" /* output channels in lanes, AVX-512 (cpu_c16.h) */
 
 /* Conv through implicit GEMM / im2col (or the pointwise and depthwise paths by geometry). */
 kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
@@ -27,6 +29,13 @@ kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *in
                                   rt_value *outputs, int32_t n_out);
 kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                       rt_value *outputs, int32_t n_out);
+/* Conv through the channels-in-lanes direct kernel (cpu_c16.h) where it applies and the CPU
+ * has AVX-512, else as cpu_conv_run_gemm. */
+kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out);
+/* Whether the builder offers conv_c16_direct for a conv of this geometry: 2-D, group 1,
+ * kernels larger than 1x1 over a multiple of 16 input channels, M a multiple of 16. */
+bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 
 /* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): output rows
  * [oh0, oh1) (oh0 a multiple of CPU_CONV_DW8_STRIP) of y [OH, OW] from x [H, W] and

@@ -1,0 +1,300 @@
+/* cpu_conv_c16_avx512.c - 2-D convolutions with output channels in the vector lanes, over
+ * NCHW tensors: the input is copied once into a zero-padded C16 buffer (cpu_c16.h), every
+ * tile of up to 6 output positions x 64 output channels is summed by the AVX-512 tile
+ * kernel straight from that buffer (no packing), and the tile is transposed back into the
+ * NCHW output with the epilogue applied on the way.
+ *
+ * Why: kiln's implicit GEMM (cpu_conv.c) keeps positions in the lanes and packs a B panel
+ * per 16 positions and k-block from a phase-split copy of the input; for the strided
+ * convs of ResNet-50 (3x3/2, the 7x7/2 stem, 1x1/2) that packing and the idle lanes of
+ * 28-, 14- and 7-wide outputs left them 17-29% behind ONNX Runtime per layer on the
+ * 2-core Sapphire Rapids-class dev VM (docs/BENCHMARKS.md, "Session 13").
+ *
+ * Input channels that are a multiple of 16 are read as C16 (16 channels per tile-kernel
+ * block, ku 16); others (the RGB stem) are read from a padded NCHW copy one channel per
+ * block (ku 1). Compiled with -mavx512f; only called when cpu_gemm_avx512_usable().
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_avx2_util.h"
+#include "backends/cpu/cpu_c16.h"
+#include "core/bigalloc.h"
+
+#define OC_BLOCK 64 /* output channels per tile (4 vectors) */
+#define TILE_POS 6  /* output positions per tile */
+
+bool cpu_conv_c16_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    if (g->nsp != 2 || group != 1 || M % 16 != 0 || C < 1) return false;
+    if (g->k[0] > 16 || g->k[1] > 16) return false;
+    /* the padded copy and the offset table stay modest (a few MiB) */
+    int64_t hp = g->in[0] + g->pad0[0] + g->pad1[0], wp = g->in[1] + g->pad0[1] + g->pad1[1];
+    return hp > 0 && wp > 0 && hp <= 4096 && wp <= 4096 && C <= 8192;
+}
+
+static int64_t ku_of(int64_t C) { return C % 16 == 0 ? 16 : 1; }
+
+/* A 1x1 kernel with strides and no padding reads only every sh-th row and sw-th column:
+ * its copy holds just those (OH x OW), and the conv runs on it with stride 1. */
+static bool subsampled(const cpu_conv_geom *g) {
+    return g->k[0] == 1 && g->k[1] == 1 && (g->stride[0] > 1 || g->stride[1] > 1) && !g->pad0[0] && !g->pad0[1] &&
+           !g->pad1[0] && !g->pad1[1];
+}
+
+/* The copy's plane size and the strides the tiles step through it with. */
+static void copy_geometry(const cpu_conv_geom *g, int64_t *hp, int64_t *wp, int64_t *sh, int64_t *sw) {
+    if (subsampled(g)) {
+        *hp = g->out[0], *wp = g->out[1], *sh = *sw = 1;
+        return;
+    }
+    *hp = g->in[0] + g->pad0[0] + g->pad1[0], *wp = g->in[1] + g->pad0[1] + g->pad1[1];
+    *sh = g->stride[0], *sw = g->stride[1];
+}
+
+int64_t cpu_conv_c16_scratch_floats(const cpu_conv_geom *g, int64_t C) {
+    int64_t hp, wp, sh, sw;
+    copy_geometry(g, &hp, &wp, &sh, &sw);
+    return C * hp * wp;
+}
+
+void cpu_conv_c16_weights_free(cpu_conv_c16_weights *w) {
+    if (!w) return;
+    free(w->w);
+    free(w->koff);
+    memset(w, 0, sizeof *w);
+}
+
+kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_conv_geom *g, cpu_conv_c16_weights *out,
+                              kiln_error *err) {
+    cpu_conv_c16_weights_free(out);
+    int64_t taps = g->k[0] * g->k[1], ksteps = C * taps, ku = ku_of(C), nb = ksteps / ku;
+    int64_t n_ob = (M + OC_BLOCK - 1) / OC_BLOCK;
+    out->w = kiln_alloc_aligned((size_t)(n_ob * OC_BLOCK * ksteps) * sizeof(float));
+    out->koff = malloc((size_t)nb * sizeof *out->koff);
+    if (!out->w || !out->koff) {
+        cpu_conv_c16_weights_free(out);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing Conv weights (C16)");
+    }
+    /* k step s of block b: ku 16 -> channel (b / taps) * 16 + s, tap b % taps (channel
+     * blocks outermost, so a tile walks neighbouring input pixels of one block);
+     * ku 1 -> channel b / taps, tap b % taps */
+    for (int64_t ob = 0; ob < n_ob; ob++) {
+        int64_t nv = (M - ob * OC_BLOCK) / 16 < 4 ? (M - ob * OC_BLOCK) / 16 : 4;
+        float *d = out->w + ob * OC_BLOCK * ksteps;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t s = 0; s < ku; s++) {
+                int64_t c = ku == 16 ? (b / taps) * 16 + s : b / taps, tap = b % taps;
+                float *row = d + (b * ku + s) * nv * 16;
+                for (int64_t j = 0; j < nv * 16; j++) row[j] = W[((ob * OC_BLOCK + j) * C + c) * taps + tap];
+            }
+    }
+    out->M = M;
+    out->C = C;
+    out->taps = taps;
+    out->ku = ku;
+    out->src = W;
+    out->kh = g->k[0];
+    out->kw = g->k[1];
+    out->hp = out->wp = -1; /* koff filled for the first geometry it runs */
+    return KILN_OK;
+}
+
+/* The byte offsets of each k block from a position's base, for padded planes hp x wp. */
+static void fill_koff(cpu_conv_c16_weights *w, const cpu_conv_geom *g, int64_t hp, int64_t wp) {
+    int64_t taps = w->taps, nb = w->C * taps / w->ku;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t cb = b / taps, tap = b % taps, kh = tap / w->kw, kwi = tap % w->kw;
+        int64_t pix = (kh * g->dil[0]) * wp + kwi * g->dil[1];
+        w->koff[b] = (int64_t)sizeof(float) * (w->ku == 16 ? (cb * hp * wp + pix) * 16 : cb * hp * wp + pix);
+    }
+    w->hp = hp;
+    w->wp = wp;
+    w->dh = g->dil[0];
+    w->dw = g->dil[1];
+}
+
+/* ---- the padded copy ----------------------------------------------------------------- */
+
+typedef struct copy_job {
+    const float *x;
+    float *xp;
+    int64_t C, H, W, hp, wp, pt, pl;
+    int64_t sh, sw; /* 1, or a 1x1 kernel's strides: only the pixels it reads are copied */
+    bool c16;
+} copy_job;
+
+/* items: (channel block or channel, padded row) */
+static void copy_run(void *user, int64_t i0, int64_t i1) {
+    const copy_job *j = user;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t cb = it / j->hp, r = it % j->hp, h = r - j->pt;
+        if (j->sh > 1 || j->sw > 1) { /* a strided 1x1 kernel: pixel (r * sh, w * sw), no padding */
+            float *d = j->xp + (cb * j->hp + r) * j->wp * (j->c16 ? 16 : 1);
+            int64_t w0 = 0;
+            if (j->c16 && j->sw == 2) { /* 8 pixels x 8 channels per transpose, from even columns */
+                const float *s = j->x + (cb * 16 * j->H + r * j->sh) * j->W;
+                int64_t cs = j->H * j->W;
+                for (; w0 + 8 <= j->wp && 2 * w0 + 16 <= j->W; w0 += 8)
+                    for (int half = 0; half < 2; half++) {
+                        __m256 r8[8];
+                        for (int c = 0; c < 8; c++) r8[c] = cpu_even16_ps(s + (half * 8 + c) * cs + 2 * w0);
+                        cpu_transpose8_ps(r8);
+                        for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (w0 + q) * 16 + half * 8, r8[q]);
+                    }
+            }
+            for (int64_t c = 0; c < (j->c16 ? 16 : 1); c++) {
+                const float *s = j->x + ((cb * (j->c16 ? 16 : 1) + c) * j->H + r * j->sh) * j->W;
+                if (j->c16)
+                    for (int64_t w = w0; w < j->wp; w++) d[w * 16 + c] = s[w * j->sw];
+                else
+                    for (int64_t w = 0; w < j->wp; w++) d[w] = s[w * j->sw];
+            }
+            continue;
+        }
+        if (!j->c16) {
+            float *d = j->xp + (cb * j->hp + r) * j->wp;
+            if (h < 0 || h >= j->H) {
+                memset(d, 0, (size_t)j->wp * sizeof(float));
+                continue;
+            }
+            memset(d, 0, (size_t)j->pl * sizeof(float));
+            memcpy(d + j->pl, j->x + (cb * j->H + h) * j->W, (size_t)j->W * sizeof(float));
+            memset(d + j->pl + j->W, 0, (size_t)(j->wp - j->pl - j->W) * sizeof(float));
+            continue;
+        }
+        float *d = j->xp + ((cb * j->hp + r) * j->wp) * 16;
+        if (h < 0 || h >= j->H) {
+            memset(d, 0, (size_t)j->wp * 16 * sizeof(float));
+            continue;
+        }
+        memset(d, 0, (size_t)j->pl * 16 * sizeof(float));
+        int64_t tail = j->wp - j->pl - j->W;
+        memset(d + (j->pl + j->W) * 16, 0, (size_t)tail * 16 * sizeof(float));
+        /* 16 channel rows -> W pixels x 16 channels, 8 pixels x 8 channels per transpose */
+        const float *s = j->x + (cb * 16 * j->H + h) * j->W;
+        int64_t cs = j->H * j->W, w = 0;
+        float *o = d + j->pl * 16;
+        for (; w + 8 <= j->W; w += 8)
+            for (int half = 0; half < 2; half++) {
+                __m256 r8[8];
+                for (int c = 0; c < 8; c++) r8[c] = _mm256_loadu_ps(s + (half * 8 + c) * cs + w);
+                cpu_transpose8_ps(r8);
+                for (int p = 0; p < 8; p++) _mm256_storeu_ps(o + (w + p) * 16 + half * 8, r8[p]);
+            }
+        for (; w < j->W; w++)
+            for (int c = 0; c < 16; c++) o[w * 16 + c] = s[c * cs + w];
+    }
+}
+
+/* ---- tiles ---------------------------------------------------------------------------- */
+
+typedef struct run_job {
+    const cpu_conv_geom *g;
+    const cpu_conv_c16_weights *w;
+    const float *xp;
+    float *y;
+    const cpu_epilogue *ep;
+    int64_t n_ob, n_chunks, chunks_per_task, n_tasks;
+    int64_t sh, sw; /* strides of the tiles' positions over the copy */
+} run_job;
+
+/* Positions [p0, p0 + np) of output channel block ob, from acc[i][v * 16 + lane], with
+ * bias, residual and ReLU/Clip (other activations: cpu_epilogue_apply after the store). */
+static void store_tile(const run_job *j, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
+    int64_t OS = j->g->out_size;
+    const cpu_epilogue *ep = j->ep;
+    __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(np), lanes);
+    bool relu = ep && ep->act.kind == CPU_ACT_RELU, clip = ep && ep->act.kind == CPU_ACT_CLIP;
+    for (int v = 0; v < nv; v++)
+        for (int half = 0; half < 2; half++) {
+            __m256 r[8];
+            for (int i = 0; i < TILE_POS; i++)
+                r[i] = i < np ? _mm256_load_ps(acc + i * 64 + v * 16 + half * 8) : _mm256_setzero_ps();
+            r[6] = r[7] = _mm256_setzero_ps();
+            cpu_transpose8_ps(r); /* r[c]: channel c of the 8, positions 0..7 */
+            for (int c = 0; c < 8; c++) {
+                int64_t oc = ob * OC_BLOCK + v * 16 + half * 8 + c;
+                float *dst = j->y + oc * OS + p0;
+                __m256 val = r[c];
+                if (ep && ep->bias_mode == CPU_BIAS_ROW) val = _mm256_add_ps(val, _mm256_set1_ps(ep->bias[oc]));
+                if (ep && ep->residual) val = _mm256_add_ps(val, _mm256_maskload_ps(ep->residual + oc * ep->ld_res + p0, mask));
+                if (relu) val = _mm256_max_ps(val, _mm256_setzero_ps());
+                else if (clip) /* operands ordered so a NaN stays NaN, as Clip */
+                    val = _mm256_min_ps(_mm256_set1_ps(ep->act.b), _mm256_max_ps(_mm256_set1_ps(ep->act.a), val));
+                _mm256_maskstore_ps(dst, mask, val);
+            }
+        }
+    if (ep && ep->act.kind != CPU_ACT_NONE && !relu && !clip) {
+        cpu_epilogue act_only = {CPU_BIAS_NONE, NULL, NULL, 0, ep->act};
+        cpu_epilogue_apply(&act_only, j->y, OS, ob * OC_BLOCK, ob * OC_BLOCK + nv * 16, p0, p0 + np);
+    }
+}
+
+/* k steps per k block: its weights (128 x 64 floats, 32 KiB) stay in L1 while every chunk
+ * of the task runs that block, instead of the whole weight block (up to 1.2 MiB for
+ * ResNet-50's 3x3 512-channel convs) streaming from L2 once per 6 positions. */
+#define K_BLOCK 128
+#define MAX_CHUNKS 32 /* per task: their tiles (1.5 KiB each, 48 KiB of stack) wait in L1/L2 between k blocks */
+
+static void run_tasks(void *user, int64_t t0, int64_t t1) {
+    const run_job *j = user;
+    const cpu_conv_c16_weights *w = j->w;
+    _Alignas(64) float acc[MAX_CHUNKS][TILE_POS * 64];
+    int64_t OW = j->g->out[1], OS = j->g->out_size, ksteps = w->C * w->taps, scale = w->ku == 16 ? 16 : 1;
+    int64_t nb = ksteps / w->ku, kblk = K_BLOCK / w->ku;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t ob = t % j->n_ob, c0 = (t / j->n_ob) * j->chunks_per_task, c1 = c0 + j->chunks_per_task;
+        if (c1 > j->n_chunks) c1 = j->n_chunks;
+        int nv = (int)((w->M - ob * OC_BLOCK) / 16 < 4 ? (w->M - ob * OC_BLOCK) / 16 : 4);
+        const float *wob = w->w + ob * OC_BLOCK * ksteps;
+        cpu_c16_tile_args ta;
+        ta.nv = nv;
+        ta.ku = (int)w->ku;
+        for (int64_t b0 = 0; b0 < nb; b0 += kblk) {
+            ta.koff = w->koff + b0;
+            ta.n_blocks = nb - b0 < kblk ? nb - b0 : kblk;
+            ta.w = wob + b0 * w->ku * nv * 16;
+            ta.accumulate = b0 > 0;
+            for (int64_t c = c0; c < c1; c++) {
+                int64_t p0 = c * TILE_POS;
+                int np = (int)(OS - p0 < TILE_POS ? OS - p0 : TILE_POS);
+                for (int i = 0; i < TILE_POS; i++) {
+                    int64_t p = p0 + (i < np ? i : 0), oh = p / OW, ow = p % OW;
+                    ta.pos[i] = j->xp + ((oh * j->sh) * w->wp + ow * j->sw) * scale;
+                }
+                ta.np = np;
+                cpu_c16_tile_avx512(&ta, acc[c - c0]);
+            }
+        }
+        for (int64_t c = c0; c < c1; c++) {
+            int64_t p0 = c * TILE_POS;
+            store_tile(j, acc[c - c0], ob, nv, p0, (int)(OS - p0 < TILE_POS ? OS - p0 : TILE_POS));
+        }
+    }
+}
+
+kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, const float *x,
+                             float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err) {
+    int64_t hp, wp, sh, sw;
+    copy_geometry(g, &hp, &wp, &sh, &sw);
+    if (w->hp != hp || w->wp != wp || w->dh != g->dil[0] || w->dw != g->dil[1]) fill_koff(w, g, hp, wp);
+    int64_t C = w->C, c16 = w->ku == 16;
+    bool sub = subsampled(g);
+    copy_job cj = {x,  scratch, C, g->in[0], g->in[1], hp, wp, sub ? 0 : g->pad0[0], sub ? 0 : g->pad0[1],
+                   sub ? g->stride[0] : 1, sub ? g->stride[1] : 1, c16 != 0};
+    cpu_parallel_for(pool, (c16 ? C / 16 : C) * hp, 8, copy_run, &cj);
+    run_job j = {g, w, scratch, y, ep, (w->M + OC_BLOCK - 1) / OC_BLOCK, (g->out_size + TILE_POS - 1) / TILE_POS, 0, 0,
+                 sh, sw};
+    /* tasks of a few chunks: at least ~8 per thread, so the atomic hand-out balances */
+    int64_t threads = cpu_threadpool_size(pool), want = 8 * threads;
+    int64_t per_ob = (want + j.n_ob - 1) / j.n_ob;
+    j.chunks_per_task = (j.n_chunks + per_ob - 1) / per_ob;
+    if (j.chunks_per_task > MAX_CHUNKS) j.chunks_per_task = MAX_CHUNKS;
+    if (j.chunks_per_task < 1) j.chunks_per_task = 1;
+    j.n_tasks = j.n_ob * ((j.n_chunks + j.chunks_per_task - 1) / j.chunks_per_task);
+    cpu_parallel_for_each(pool, j.n_tasks, run_tasks, &j);
+    (void)err;
+    return KILN_OK;
+}

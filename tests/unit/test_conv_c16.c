@@ -1,0 +1,202 @@
+/* test_conv_c16.c - the channels-in-lanes direct Conv (cpu_conv_c16_avx512.c, cpu_c16.h)
+ * against a direct double-precision reference, through the Conv kernel's forced entry
+ * point and its kiln_tactic attribute: strided, padded and dilated kernels, the 3-channel
+ * stem (one channel per k block), strided 1x1 kernels (subsampled copy, odd widths for the
+ * scalar tail), output channels that leave a partial 64-channel block (16, 32, 48), more
+ * k steps than one k block, more position chunks than one task holds, batch > 1, fused
+ * bias / residual / ReLU / Clip and an activation applied after the store (Sigmoid), on
+ * 1-3 pool threads; geometries it does not take fall back to the implicit GEMM. Skips
+ * (with a printed reason) without AVX-512F, where the kernel never runs.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_c16.h"
+#include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_gemm_avx512.h"
+#include "runtime/tensor.h"
+#include "conv_node_fixture.h"
+
+static uint32_t rng = 4242;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xffff) / 32768.f - 1.f;
+}
+
+typedef struct c16_case {
+    int64_t N, C, H, W, M, k, stride, dil;
+    int64_t pads[4]; /* top, left, bottom, right */
+    bool bias, residual;
+    const char *act; /* NULL, "Relu", "Clip" or "Sigmoid" */
+} c16_case;
+
+static int64_t out_dim(int64_t in, int64_t p0, int64_t p1, int64_t k, int64_t s, int64_t d) {
+    return (in + p0 + p1 - ((k - 1) * d + 1)) / s + 1;
+}
+
+static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
+    rt_value_init(v);
+    kiln_error e = {0};
+    rt_tensor *t = rt_value_as_tensor(v);
+    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT, rank, dims, &e), KILN_OK);
+    for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
+}
+
+/* Runs the case through fn (with a kiln_tactic attribute when tactic != NULL) and returns
+ * the worst error relative to each output's sum of absolute terms. */
+static double run_case(const c16_case *c, cpu_threadpool *pool, cpu_kernel_fn fn, const char *tactic) {
+    rng = 4242;
+    int64_t OH = out_dim(c->H, c->pads[0], c->pads[2], c->k, c->stride, c->dil);
+    int64_t OW = out_dim(c->W, c->pads[1], c->pads[3], c->k, c->stride, c->dil);
+    rt_value in[4];
+    fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
+    fill(&in[1], 4, (int64_t[]){c->M, c->C, c->k, c->k});
+    fill(&in[2], 1, (int64_t[]){c->M});
+    fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
+    int64_t k[2] = {c->k, c->k}, s[2] = {c->stride, c->stride}, d[2] = {c->dil, c->dil};
+    int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
+    ir_attr attrs[10];
+    memset(attrs, 0, sizeof attrs);
+    int32_t na = 0;
+    attrs[na++] = (ir_attr){.name = "kernel_shape", .type = IR_ATTR_INTS, .n = 2, .ints = k};
+    attrs[na++] = (ir_attr){.name = "strides", .type = IR_ATTR_INTS, .n = 2, .ints = s};
+    attrs[na++] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = d};
+    attrs[na++] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
+    if (c->residual) attrs[na++] = (ir_attr){.name = "kiln_residual", .type = IR_ATTR_INT, .i = 3};
+    if (c->act) {
+        attrs[na++] = (ir_attr){.name = "kiln_activation", .type = IR_ATTR_STRING,
+                                .s = {.data = c->act, .len = strlen(c->act)}};
+        if (!strcmp(c->act, "Clip")) {
+            attrs[na++] = (ir_attr){.name = "kiln_activation_min", .type = IR_ATTR_FLOAT, .f = -0.5f};
+            attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
+        }
+    }
+    if (tactic)
+        attrs[na++] = (ir_attr){.name = "kiln_tactic", .type = IR_ATTR_STRING,
+                                .s = {.data = tactic, .len = strlen(tactic)}};
+    conv_node_fixture f;
+    conv_fixture_init(&f, attrs, na, c->residual, pool);
+    const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
+    size_t ny = (size_t)(c->N * c->M * OH * OW);
+    double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
+    assert_non_null(ref);
+    assert_non_null(scale);
+    bool sigmoid = c->act && !strcmp(c->act, "Sigmoid");
+    conv_ref_shape r = {c->N, c->C, c->H, c->W, c->M, c->k, c->k, c->stride, c->stride, c->dil, c->dil, 1,
+                        {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, sigmoid ? NULL : c->act};
+    conv_reference(&r, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL,
+                   c->residual ? in[3].t.data : NULL, OH, OW, ref, scale);
+    if (sigmoid) /* its slope is at most 1/4: the same relative bound holds */
+        for (size_t i = 0; i < ny; i++) ref[i] = 1.0 / (1.0 + exp(-ref[i]));
+    double worst = conv_fixture_worst(&f, fn, ins, ref, scale, ny);
+    conv_fixture_free(&f);
+    for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
+    free(ref);
+    free(scale);
+    return worst;
+}
+
+static const c16_case cases[] = {
+    /* N, C, H, W, M, k, stride, dil, pads, bias, residual, act */
+    {1, 32, 56, 56, 64, 3, 2, 1, {1, 1, 1, 1}, true, false, "Relu"},   /* ResNet's 3x3/2, smaller */
+    {2, 32, 15, 17, 48, 3, 2, 1, {1, 1, 1, 1}, true, true, "Relu"},    /* batch, odd sizes, 48 channels */
+    {1, 16, 14, 14, 16, 3, 1, 1, {1, 1, 1, 1}, false, true, "Clip"},   /* one vector of channels */
+    {1, 64, 12, 11, 96, 3, 1, 1, {1, 2, 1, 0}, true, false, NULL},     /* 576 k steps: 5 k blocks; 64 + 32 */
+    {1, 16, 20, 19, 80, 5, 1, 2, {4, 4, 4, 4}, true, true, "Relu"},    /* dilated 5x5 */
+    {1, 3, 45, 47, 64, 7, 2, 1, {3, 3, 3, 3}, true, false, "Relu"},    /* the stem: NCHW copy, k step = 1 */
+    {1, 5, 9, 9, 32, 3, 1, 1, {0, 0, 0, 0}, true, false, "Sigmoid"},   /* activation after the store */
+    {2, 64, 28, 41, 32, 1, 2, 1, {0, 0, 0, 0}, true, true, "Relu"},    /* strided 1x1: subsampled, odd W */
+    {1, 16, 60, 60, 16, 3, 1, 1, {1, 1, 1, 1}, false, false, NULL},    /* 600 chunks: many tasks */
+    {1, 16, 6, 4, 16, 3, 1, 1, {2, 2, 2, 2}, true, false, "Relu"},     /* pads larger than the kernel needs */
+};
+
+/* fp32 sums in another order than the reference: errors ~1e-7 of the sum of |terms| */
+#define C16_TOL 2e-6
+
+static void test_c16_matches_reference(void **state) {
+    (void)state;
+    if (!cpu_gemm_avx512_usable()) {
+        printf("skipped: this CPU has no AVX-512F (or KILN_CPU_ISA caps it), the C16 conv does not run\n");
+        return;
+    }
+    for (int threads = 1; threads <= 3; threads++) {
+        cpu_threadpool *pool = NULL;
+        kiln_error e = {0};
+        assert_int_equal(cpu_threadpool_create(threads, &pool, &e), KILN_OK);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            double err = run_case(&cases[i], pool, cpu_conv_run_c16, NULL);
+            if (!(err <= C16_TOL)) fail_msg("case %zu (%d threads): error %.3g", i, threads, err);
+        }
+        cpu_threadpool_free(pool);
+    }
+}
+
+/* The kernel runs what kiln_tactic names, by default the C16 conv where it is a candidate
+ * (kernels > 1x1 over a multiple of 16 channels), else the GEMM; the two round
+ * differently, so which one ran shows in the results. */
+static void test_tactic_and_default(void **state) {
+    (void)state;
+    if (!cpu_gemm_avx512_usable()) {
+        printf("skipped: no AVX-512F\n");
+        return;
+    }
+    cpu_kernel_fn conv = cpu_kernel_find("", "Conv", 17);
+    assert_non_null(conv);
+    const c16_case strided = {1, 32, 30, 30, 64, 3, 2, 1, {1, 1, 1, 1}, true, false, "Relu"};
+    double c16 = run_case(&strided, NULL, cpu_conv_run_c16, NULL);
+    double gemm = run_case(&strided, NULL, cpu_conv_run_gemm, NULL);
+    assert_true(c16 != gemm);
+    assert_true(run_case(&strided, NULL, conv, CPU_CONV_TACTIC_C16) == c16);
+    assert_true(run_case(&strided, NULL, conv, CPU_CONV_TACTIC_GEMM) == gemm);
+    assert_true(run_case(&strided, NULL, conv, NULL) == c16); /* a candidate */
+    /* a 3x3 stride-1 conv: Winograd by default, the C16 conv when its tactic says so */
+    const c16_case s1 = {1, 32, 20, 20, 64, 3, 1, 1, {1, 1, 1, 1}, true, false, "Relu"};
+    double s1_c16 = run_case(&s1, NULL, cpu_conv_run_c16, NULL);
+    assert_true(run_case(&s1, NULL, conv, CPU_CONV_TACTIC_C16) == s1_c16);
+    assert_true(run_case(&s1, NULL, conv, NULL) == run_case(&s1, NULL, cpu_conv_run_winograd, NULL));
+    assert_true(s1_c16 != run_case(&s1, NULL, cpu_conv_run_winograd, NULL));
+    assert_true(s1_c16 <= C16_TOL);
+    /* the stem and strided 1x1 kernels are not candidates: the default is the GEMM */
+    const c16_case stem = {1, 3, 45, 47, 64, 7, 2, 1, {3, 3, 3, 3}, true, false, "Relu"};
+    assert_true(run_case(&stem, NULL, conv, NULL) == run_case(&stem, NULL, cpu_conv_run_gemm, NULL));
+    const c16_case ds = {1, 64, 28, 28, 64, 1, 2, 1, {0, 0, 0, 0}, true, true, "Relu"};
+    assert_true(run_case(&ds, NULL, conv, NULL) == run_case(&ds, NULL, cpu_conv_run_gemm, NULL));
+}
+
+/* Output channels that are not a multiple of 16, or groups: the forced entry falls back
+ * to the GEMM (same result as it), still correct. */
+static void test_fallback(void **state) {
+    (void)state;
+    const c16_case odd = {1, 16, 10, 10, 20, 3, 2, 1, {1, 1, 1, 1}, true, true, "Relu"};
+    double forced = run_case(&odd, NULL, cpu_conv_run_c16, NULL);
+    assert_true(forced == run_case(&odd, NULL, cpu_conv_run_gemm, NULL));
+    assert_true(forced <= C16_TOL);
+    int64_t k3[2] = {3, 3};
+    cpu_conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.nsp = 2;
+    for (int i = 0; i < 2; i++) g.k[i] = k3[i], g.in[i] = g.out[i] = 8, g.stride[i] = g.dil[i] = 1;
+    assert_true(cpu_conv_c16_applies(&g, 1, 16, 32));
+    assert_false(cpu_conv_c16_applies(&g, 2, 16, 32));
+    assert_false(cpu_conv_c16_applies(&g, 1, 16, 24));
+    assert_true(cpu_conv_c16_candidate(&g, 1, 16, 32));
+    assert_false(cpu_conv_c16_candidate(&g, 1, 24, 32)); /* channels not a multiple of 16 */
+    g.k[0] = g.k[1] = 1;
+    assert_false(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* 1x1 */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_c16_matches_reference),
+        cmocka_unit_test(test_tactic_and_default),
+        cmocka_unit_test(test_fallback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
