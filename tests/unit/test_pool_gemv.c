@@ -140,6 +140,8 @@ static void check_maxpool(const mp_case *c, int64_t N, int64_t C, bool with_nan)
 static const mp_case mp_cases[] = {
     /* ResNet's stem pool, smaller plane */
     {56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+    {112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, /* the stem pool's plane: 56 outputs, 3 vectors of 16 + a shifted one */
+    {9, 77, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},    /* stride 1, a shifted last vector */
     {57, 61, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
     {57, 61, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, /* ceil_mode, odd sizes */
     {33, 47, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
@@ -163,13 +165,17 @@ static void test_maxpool_nan_order(void **st) {
     for (size_t i = 0; i < sizeof mp_cases / sizeof mp_cases[0]; i++) check_maxpool(&mp_cases[i], 1, 2, true);
 }
 
-/* the portable row kernels (no AVX2) must give the same answers */
+/* the portable row kernels (no AVX2) and the AVX2 ones on an AVX-512 machine must give
+ * the same answers */
 static void test_maxpool_scalar_isa(void **st) {
     (void)st;
-    setenv("KILN_CPU_ISA", "scalar", 1);
-    for (size_t i = 0; i < sizeof mp_cases / sizeof mp_cases[0]; i++) {
-        check_maxpool(&mp_cases[i], 1, 3, false);
-        check_maxpool(&mp_cases[i], 1, 1, true);
+    static const char *const caps[] = {"scalar", "avx2"};
+    for (int c = 0; c < 2; c++) {
+        setenv("KILN_CPU_ISA", caps[c], 1);
+        for (size_t i = 0; i < sizeof mp_cases / sizeof mp_cases[0]; i++) {
+            check_maxpool(&mp_cases[i], 1, 3, false);
+            check_maxpool(&mp_cases[i], 1, 1, true);
+        }
     }
     unsetenv("KILN_CPU_ISA");
 }

@@ -4,7 +4,8 @@
  *
  * One task per (image, channel) plane; inside a plane an odometer walks output positions
  * and a second one the kernel window. 2-D MaxPool without Indices (the CNN case) has a
- * separable row-wise fast path, vectorised with AVX2 (cpu_pool.h, cpu_pool_avx2.c).
+ * separable row-wise fast path, vectorised with AVX2 or AVX-512 (cpu_pool.h,
+ * cpu_pool_avx2.c, cpu_pool_avx512.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@ typedef struct pool_job {
     const float *x;
     float *y;
     int64_t *idx;
-    bool avx2; /* the 2-D MaxPool fast path may use cpu_pool_avx2.c */
+    bool avx2;   /* the 2-D MaxPool fast path may use cpu_pool_avx2.c */
+    bool avx512; /* ... or cpu_pool_avx512.c */
 } pool_job;
 
 /* 2-D MaxPool without the Indices output (ResNet's 3x3/2 after the stem), computed
@@ -72,7 +74,8 @@ static float hmax_clipped(const float *r, int64_t W, int64_t w0, int64_t k, int6
     return acc;
 }
 
-static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, float *rbuf, bool avx2) {
+static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, float *rbuf, bool avx2,
+                            bool avx512) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     int64_t s = g->stride[1], p0 = g->pad0[1], k = g->k[1], d = g->dil[1];
     /* interior columns: ow*s - p0 >= 0 and ow*s - p0 + (k-1)*d <= W-1 */
@@ -93,10 +96,12 @@ static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, 
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;
             continue;
         }
-        if (avx2) cpu_pool_vmax_avx2(rows, n, W, rbuf);
+        if (avx512) cpu_pool_vmax_avx512(rows, n, W, rbuf);
+        else if (avx2) cpu_pool_vmax_avx2(rows, n, W, rbuf);
         else vmax_scalar(rows, n, W, rbuf);
         for (int64_t ow = 0; ow < lo; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
-        if (avx2) cpu_pool_hmax_avx2(rbuf, lo, hi, s, p0, k, d, yr);
+        if (avx512) cpu_pool_hmax_avx512(rbuf, lo, hi, s, p0, k, d, yr);
+        else if (avx2) cpu_pool_hmax_avx2(rbuf, lo, hi, s, p0, k, d, yr);
         else hmax_scalar(rbuf, lo, hi, s, p0, k, d, yr);
         for (int64_t ow = hi; ow < OW; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
     }
@@ -107,12 +112,12 @@ static void pool_run(void *user, int64_t begin, int64_t end) {
     const cpu_conv_geom *g = j->g;
     int32_t n = g->nsp;
     if (j->kind == POOL_MAX && !j->idx && n == 2 && g->k[0] <= POOL_MAX_VROWS) {
-        /* row buffer: W maxima + 16 floats of slack for the stride-2 vector loads */
-        float *rbuf = malloc(sizeof(float) * (size_t)(g->in[1] + 16));
+        /* row buffer: W maxima + 32 floats of slack for the stride-2 vector loads */
+        float *rbuf = malloc(sizeof(float) * (size_t)(g->in[1] + 32));
         if (rbuf) {
-            memset(rbuf + g->in[1], 0, sizeof(float) * 16);
+            memset(rbuf + g->in[1], 0, sizeof(float) * 32);
             for (int64_t plane = begin; plane < end; plane++)
-                maxpool2d_plane(g, j->x + plane * g->in_size, j->y + plane * g->out_size, rbuf, j->avx2);
+                maxpool2d_plane(g, j->x + plane * g->in_size, j->y + plane * g->out_size, rbuf, j->avx2, j->avx512);
             free(rbuf);
             return;
         } /* out of memory for W floats: the generic loop below needs none */
@@ -217,9 +222,10 @@ static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *input
         idx = it->data;
     }
     if (y->count == 0) return KILN_OK;
+    uint32_t features = cpu_features(); /* read per call, so tests can cap the ISA */
     pool_job j = {&g, kind, ir_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
                   ir_node_attr_int(ctx->node, "storage_order", 0) != 0, (float)ir_node_attr_int(ctx->node, "p", 2),
-                  x->data, y->data, idx, (cpu_features() & CPU_FEATURE_AVX2) != 0};
+                  x->data, y->data, idx, (features & CPU_FEATURE_AVX2) != 0, (features & CPU_FEATURE_AVX512F) != 0};
     cpu_parallel_for(ctx->pool, x->dims[0] * x->dims[1], 1, pool_run, &j);
     return KILN_OK;
 }

@@ -24,4 +24,11 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
 void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
                         float *y);
 
+/* The same with AVX-512F (cpu_pool_avx512.c; only when cpu_gemm_avx512_usable()). The
+ * horizontal pass reads up to 32 floats from a window column's first input, so r must be
+ * readable 32 floats past its last valid element. */
+void cpu_pool_vmax_avx512(const float *const *rows, int32_t n, int64_t W, float *out);
+void cpu_pool_hmax_avx512(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
+                          float *y);
+
 #endif
