@@ -14,8 +14,9 @@ spread over them, and each side's figure is the median of its round medians: on 
 VM the CPU's speed moves 10-50% within seconds, and alternating gives both engines the same
 share of slow and fast phases. Two timing modes (--mode):
   interleave (default): the engine stays loaded in build/kiln_step (bench/kiln_step.c) and
-    the two sides take turns every reps/rounds inferences, with --gap-ms of idle time
-    before each turn so neither side's spinning threads run into the other's;
+    the two sides take turns every reps/rounds inferences; kiln's turn starts only once
+    ORT's intra-op workers have stopped spinning (they spin ~50 ms after each run), plus
+    --gap-ms of idle time before each turn;
   process: one `kiln exec --loadEngine` process per round (round 0 builds and is dropped),
     the method before session 13.
 The last columns count the rounds in which kiln's median beat ORT's of the same round, and
@@ -30,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -192,11 +194,30 @@ def kiln_build_engine(path, model, batch, threads, engine):
     return engine
 
 
+def process_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_ort_idle(limit_s=1.0):
+    """Returns once this process (ORT's threads) has stopped using CPU. ORT's intra-op
+    workers spin after a run: at 2 threads on the dev VM, ResNet-50's worker kept a core
+    busy for ~50 ms after each run (24 ms of CPU time during a 20 ms sleep, 52 ms during
+    100 ms), so a fixed short gap let it run into kiln's turn and take one of kiln's two
+    cores. Polls in 5 ms steps until a step adds less than 0.5 ms of CPU time."""
+    t_end = time.perf_counter() + limit_s
+    while time.perf_counter() < t_end:
+        c0 = process_cpu_s()
+        time.sleep(0.005)
+        if process_cpu_s() - c0 < 0.0005:
+            return
+
+
 def interleaved(session, feeds, step, rounds, per_round, gap_s):
     """Per-round medians (ms) of ORT and kiln, the two alternating every per_round inferences
-    (which one goes first alternates too). gap_s of idle time before each side's turn lets
-    the other side's spinning workers go to sleep (ORT's spin for a while after a run), so
-    neither pays for the other's threads."""
+    (which one goes first alternates too). Before kiln's turn ORT's spinning workers must
+    have gone to sleep (wait_ort_idle); gap_s of idle time before each turn on top of that
+    (kiln's own workers spin for at most 0.1 ms), so neither pays for the other's threads."""
     o_meds, k_meds = [], []
     for _ in range(2):  # warm-up: weights packed, arenas planned, caches and pages touched
         session.run(None, feeds)
@@ -214,6 +235,8 @@ def interleaved(session, feeds, step, rounds, per_round, gap_s):
             turns.reverse()
         got = {}
         for key, fn in turns:
+            if key == "k":
+                wait_ort_idle()
             time.sleep(gap_s)
             got[key] = fn()
         o_meds.append(got["o"])
@@ -405,9 +428,9 @@ def main():
     ap.add_argument("--mode", choices=("interleave", "process"), default="interleave",
                     help="interleave (default): kiln kept loaded in build/kiln_step and ORT alternate every "
                          "reps/rounds inferences; process: one `kiln exec` process per round, as before session 13")
-    ap.add_argument("--gap-ms", type=float, default=20.0,
-                    help="idle time before each side's turn in interleave mode, so the other side's spinning "
-                         "threads have gone to sleep")
+    ap.add_argument("--gap-ms", type=float, default=5.0,
+                    help="idle time before each side's turn in interleave mode, after ORT's spinning workers have "
+                         "gone to sleep (which kiln's turn always waits for)")
     ap.add_argument("--quick", action="store_true", help="3 repetitions, batch-8 only at the highest thread count")
     ap.add_argument("--layers", type=int, default=12, help="hottest layers to list per model (0 = none)")
     a = ap.parse_args()
