@@ -1,7 +1,7 @@
 /* test_conv_c16.c - the channels-in-lanes direct Conv (cpu_conv_c16_avx512.c, cpu_c16.h)
  * against a direct double-precision reference, through the Conv kernel's forced entry
  * point and its kiln_tactic attribute: strided, padded and dilated kernels, the 3-channel
- * stem (one channel per k block), strided 1x1 kernels (subsampled copy, odd widths for the
+ * stem (a kernel row of 7 taps per k block; 3 for 3x3, 1 when dilated), strided 1x1 kernels (subsampled copy, odd widths for the
  * scalar tail), output channels that leave a partial 64-channel block (16, 32, 48), more
  * k steps than one k block, more position chunks than one task holds, batch > 1, fused
  * bias / residual / ReLU / Clip and an activation applied after the store (Sigmoid), on
@@ -115,6 +115,7 @@ static const c16_case cases[] = {
     {2, 64, 28, 41, 32, 1, 2, 1, {0, 0, 0, 0}, true, true, "Relu"},    /* strided 1x1: subsampled, odd W */
     {1, 16, 60, 60, 16, 3, 1, 1, {1, 1, 1, 1}, false, false, NULL},    /* 600 chunks: many tasks */
     {1, 16, 6, 4, 16, 3, 1, 1, {2, 2, 2, 2}, true, false, "Relu"},     /* pads larger than the kernel needs */
+    {1, 5, 12, 12, 32, 3, 1, 2, {2, 2, 2, 2}, true, false, "Relu"},    /* dilated over NCHW: one k step per block */
 };
 
 /* fp32 sums in another order than the reference: errors ~1e-7 of the sum of |terms| */
@@ -163,9 +164,13 @@ static void test_tactic_and_default(void **state) {
     assert_true(run_case(&s1, NULL, conv, NULL) == run_case(&s1, NULL, cpu_conv_run_winograd, NULL));
     assert_true(s1_c16 != run_case(&s1, NULL, cpu_conv_run_winograd, NULL));
     assert_true(s1_c16 <= C16_TOL);
-    /* the stem and strided 1x1 kernels are not candidates: the default is the GEMM */
+    /* the RGB 7x7 stem is a candidate; a 3-channel 3x3 and strided 1x1 kernels are not */
     const c16_case stem = {1, 3, 45, 47, 64, 7, 2, 1, {3, 3, 3, 3}, true, false, "Relu"};
-    assert_true(run_case(&stem, NULL, conv, NULL) == run_case(&stem, NULL, cpu_conv_run_gemm, NULL));
+    /* (the stem's two algorithms sum its 147 k steps in the same order: equal results, so
+     * only the candidate test below tells them apart) */
+    assert_true(run_case(&stem, NULL, conv, NULL) == run_case(&stem, NULL, cpu_conv_run_c16, NULL));
+    const c16_case rgb3 = {1, 3, 33, 33, 32, 3, 2, 1, {1, 1, 1, 1}, true, false, "Relu"};
+    assert_true(run_case(&rgb3, NULL, conv, NULL) == run_case(&rgb3, NULL, cpu_conv_run_gemm, NULL));
     const c16_case ds = {1, 64, 28, 28, 64, 1, 2, 1, {0, 0, 0, 0}, true, true, "Relu"};
     assert_true(run_case(&ds, NULL, conv, NULL) == run_case(&ds, NULL, cpu_conv_run_gemm, NULL));
 }
@@ -188,6 +193,12 @@ static void test_fallback(void **state) {
     assert_false(cpu_conv_c16_applies(&g, 1, 16, 24));
     assert_true(cpu_conv_c16_candidate(&g, 1, 16, 32));
     assert_false(cpu_conv_c16_candidate(&g, 1, 24, 32)); /* channels not a multiple of 16 */
+    assert_false(cpu_conv_c16_candidate(&g, 1, 3, 32));  /* a 3x3 RGB kernel */
+    g.k[0] = g.k[1] = 7;
+    assert_true(cpu_conv_c16_candidate(&g, 1, 3, 64)); /* the 7x7 RGB stem */
+    g.dil[1] = 2;
+    assert_false(cpu_conv_c16_candidate(&g, 1, 3, 64));
+    g.dil[1] = 1;
     g.k[0] = g.k[1] = 1;
     assert_false(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* 1x1 */
 }

@@ -17,10 +17,11 @@
  * ("NCHWc"); measured against both: docs/BENCHMARKS.md, "Session 13".
  *
  * A tile (cpu_c16_tile_avx512): np (1..6) output positions x nv (1..4) vectors of 16
- * output channels, summed over k steps. The k steps come in n_blocks blocks of ku (16 or
- * 1) steps; block b's input value for position i and step j lies at
- *     pos[i] + koff[b] / 4 + j            (ku 16: 16 consecutive channels of C16 data)
- *     pos[i] + koff[b] / 4                (ku 1: one step per block, e.g. NCHW input)
+ * output channels, summed over k steps. The k steps come in n_blocks blocks of ku (16, 7,
+ * 3 or 1) steps; block b's input value for position i and step j lies at
+ *     pos[i] + koff[b] / 4 + j
+ * (ku 16: 16 consecutive channels of C16 data; 7 or 3: a kernel row's taps over the
+ * neighbouring pixels of NCHW data; 1: one step per block)
  * (koff in bytes), and its weights at w[(b * ku + j) * nv * 16 + v * 16 + lane]. The sums
  * go to acc[i * 64 + v * 16 + lane] (acc 64-byte aligned, 6 x 64 floats), added to what
  * acc holds when accumulate is set.
@@ -56,7 +57,7 @@ void cpu_c16_tile_avx512(const cpu_c16_tile_args *t, float *acc);
 typedef struct cpu_conv_c16_weights {
     float *w;
     int64_t *koff;              /* byte offset of each k block from a position's base */
-    int64_t M, C, taps, ku, kh, kw;
+    int64_t M, C, taps, ku, kh, kw, pack_dw; /* pack_dw: the column dilation ku was chosen for */
     int64_t hp, wp, dh, dw;     /* the padded input koff was computed for */
     const float *src;           /* the weights packed (a changed binding repacks) */
 } cpu_conv_c16_weights;

@@ -94,7 +94,8 @@
     KSTEP(15, JS, NP, NV)
 
 /* The tile function for NP positions, NV vectors and KU k steps per offset-table entry (16:
- * an entry is 16 consecutive channels, 4 bytes apart; 1: one k step per entry). */
+ * an entry is 16 consecutive channels, 4 bytes apart; 7 and 3: a kernel row's taps over
+ * NCHW data, neighbouring pixels 4 bytes apart; 1: one k step per entry). */
 #define TILE_FN(NP, NV, KU, STEPS)                                                                                     \
     static void tile_##NP##x##NV##_k##KU(const cpu_c16_tile_args *t, float *acc) {                                    \
         const float *p[6];                                                                                             \
@@ -121,6 +122,11 @@
                            "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28");  \
     }
 
+#define KSTEPS7(JS, NP, NV)                                                                                            \
+    KSTEP(0, JS, NP, NV) KSTEP(1, JS, NP, NV) KSTEP(2, JS, NP, NV) KSTEP(3, JS, NP, NV) KSTEP(4, JS, NP, NV)           \
+    KSTEP(5, JS, NP, NV) KSTEP(6, JS, NP, NV)
+#define KSTEPS3(JS, NP, NV) KSTEP(0, JS, NP, NV) KSTEP(1, JS, NP, NV) KSTEP(2, JS, NP, NV)
+
 #define TILE_FNS(NV)                                                                                                   \
     TILE_FN(1, NV, 16, KSTEPS16(4, 1, NV))                                                                             \
     TILE_FN(2, NV, 16, KSTEPS16(4, 2, NV))                                                                             \
@@ -128,6 +134,18 @@
     TILE_FN(4, NV, 16, KSTEPS16(4, 4, NV))                                                                             \
     TILE_FN(5, NV, 16, KSTEPS16(4, 5, NV))                                                                             \
     TILE_FN(6, NV, 16, KSTEPS16(4, 6, NV))                                                                             \
+    TILE_FN(1, NV, 7, KSTEPS7(4, 1, NV))                                                                               \
+    TILE_FN(2, NV, 7, KSTEPS7(4, 2, NV))                                                                               \
+    TILE_FN(3, NV, 7, KSTEPS7(4, 3, NV))                                                                               \
+    TILE_FN(4, NV, 7, KSTEPS7(4, 4, NV))                                                                               \
+    TILE_FN(5, NV, 7, KSTEPS7(4, 5, NV))                                                                               \
+    TILE_FN(6, NV, 7, KSTEPS7(4, 6, NV))                                                                               \
+    TILE_FN(1, NV, 3, KSTEPS3(4, 1, NV))                                                                               \
+    TILE_FN(2, NV, 3, KSTEPS3(4, 2, NV))                                                                               \
+    TILE_FN(3, NV, 3, KSTEPS3(4, 3, NV))                                                                               \
+    TILE_FN(4, NV, 3, KSTEPS3(4, 4, NV))                                                                               \
+    TILE_FN(5, NV, 3, KSTEPS3(4, 5, NV))                                                                               \
+    TILE_FN(6, NV, 3, KSTEPS3(4, 6, NV))                                                                               \
     TILE_FN(1, NV, 1, KSTEP(0, 0, 1, NV))                                                                              \
     TILE_FN(2, NV, 1, KSTEP(0, 0, 2, NV))                                                                              \
     TILE_FN(3, NV, 1, KSTEP(0, 0, 3, NV))                                                                              \
@@ -146,8 +164,11 @@ typedef void (*tile_fn)(const cpu_c16_tile_args *, float *);
     { tile_1x##NV##_k##KU, tile_2x##NV##_k##KU, tile_3x##NV##_k##KU, tile_4x##NV##_k##KU, tile_5x##NV##_k##KU,       \
       tile_6x##NV##_k##KU }
 static const tile_fn tiles16[4][6] = {ROW(1, 16), ROW(2, 16), ROW(3, 16), ROW(4, 16)};
+static const tile_fn tiles7[4][6] = {ROW(1, 7), ROW(2, 7), ROW(3, 7), ROW(4, 7)};
+static const tile_fn tiles3[4][6] = {ROW(1, 3), ROW(2, 3), ROW(3, 3), ROW(4, 3)};
 static const tile_fn tiles1[4][6] = {ROW(1, 1), ROW(2, 1), ROW(3, 1), ROW(4, 1)};
 
 void cpu_c16_tile_avx512(const cpu_c16_tile_args *t, float *acc) {
-    (t->ku == 16 ? tiles16 : tiles1)[t->nv - 1][t->np - 1](t, acc);
+    const tile_fn(*table)[6] = t->ku == 16 ? tiles16 : t->ku == 7 ? tiles7 : t->ku == 3 ? tiles3 : tiles1;
+    table[t->nv - 1][t->np - 1](t, acc);
 }

@@ -122,10 +122,14 @@ static bool conv_c16_enabled(void) {
 /* Where the direct conv measured faster than the implicit GEMM in ResNet-50 on the
  * Sapphire Rapids-class dev VM (in the network, against 1x1 control layers;
  * docs/BENCHMARKS.md "Session 13"): kernels larger than 1x1 over a multiple of 16 input
- * channels (the 3x3/2 convs: 10-27% faster at batch 1 and 8, 1 and 2 threads). The strided
- * 1x1 convs (0.83-0.99) and the 3-channel stem (0.92) stay on the GEMM. */
+ * channels (the 3x3/2 convs: 10-27% faster at batch 1 and 8, 1 and 2 threads), and the
+ * RGB 7x7 stem (a kernel row of 7 taps per k block: level with the GEMM, but its output
+ * is stored in cache instead of streamed past it, and the MaxPool reading it next ran 37%
+ * faster). The strided 1x1 convs (0.83-0.99) stay on the GEMM. */
 bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
-    return C % 16 == 0 && (g->k[0] > 1 || g->k[1] > 1) && cpu_conv_c16_applies(g, group, C, M);
+    bool deep = C % 16 == 0 && (g->k[0] > 1 || g->k[1] > 1);
+    bool stem = C < 16 && g->k[1] == 7 && g->dil[1] == 1;
+    return (deep || stem) && cpu_conv_c16_applies(g, group, C, M);
 }
 
 static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
@@ -133,7 +137,7 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
     conv_state *cs = conv_state_get(ctx);
     if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
     if (!cs->c16.w || cs->c16.src != Wt || cs->c16.M != M || cs->c16.C != C || cs->c16.kh != g->k[0] ||
-        cs->c16.kw != g->k[1]) {
+        cs->c16.kw != g->k[1] || cs->c16.pack_dw != g->dil[1]) {
         kiln_status st = cpu_conv_c16_pack(Wt, M, C, g, &cs->c16, ctx->err);
         if (st != KILN_OK) return st;
     }

@@ -33,8 +33,10 @@ kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const
  * has AVX-512, else as cpu_conv_run_gemm. */
 kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                              int32_t n_out);
-/* Whether the builder offers conv_c16_direct for a conv of this geometry: 2-D, group 1,
- * kernels larger than 1x1 over a multiple of 16 input channels, M a multiple of 16. */
+/* Whether the builder offers conv_c16_direct for a conv of this geometry (and cpu_conv runs
+ * it without a tactic): 2-D, group 1, M a multiple of 16, and kernels larger than 1x1 over
+ * a multiple of 16 input channels, or a 7-wide undilated kernel over fewer than 16 (RGB
+ * stems). */
 bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 
 /* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): output rows

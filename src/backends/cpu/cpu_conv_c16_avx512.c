@@ -33,7 +33,13 @@ bool cpu_conv_c16_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int6
     return hp > 0 && wp > 0 && hp <= 4096 && wp <= 4096 && C <= 8192;
 }
 
-static int64_t ku_of(int64_t C) { return C % 16 == 0 ? 16 : 1; }
+/* k steps per offset-table entry: 16 channels of C16 data, else (NCHW data) a kernel row
+ * of 7 or 3 undilated taps (neighbouring pixels), else one */
+static int64_t ku_of(int64_t C, const cpu_conv_geom *g) {
+    if (C % 16 == 0) return 16;
+    if (g->dil[1] == 1 && (g->k[1] == 7 || g->k[1] == 3)) return g->k[1];
+    return 1;
+}
 
 /* A 1x1 kernel with strides and no padding reads only every sh-th row and sw-th column:
  * its copy holds just those (OH x OW), and the conv runs on it with stride 1. */
@@ -68,7 +74,7 @@ void cpu_conv_c16_weights_free(cpu_conv_c16_weights *w) {
 kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_conv_geom *g, cpu_conv_c16_weights *out,
                               kiln_error *err) {
     cpu_conv_c16_weights_free(out);
-    int64_t taps = g->k[0] * g->k[1], ksteps = C * taps, ku = ku_of(C), nb = ksteps / ku;
+    int64_t taps = g->k[0] * g->k[1], ksteps = C * taps, ku = ku_of(C, g), nb = ksteps / ku;
     int64_t n_ob = (M + OC_BLOCK - 1) / OC_BLOCK;
     out->w = kiln_alloc_aligned((size_t)(n_ob * OC_BLOCK * ksteps) * sizeof(float));
     out->koff = malloc((size_t)nb * sizeof *out->koff);
@@ -78,13 +84,17 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
     }
     /* k step s of block b: ku 16 -> channel (b / taps) * 16 + s, tap b % taps (channel
      * blocks outermost, so a tile walks neighbouring input pixels of one block);
-     * ku 1 -> channel b / taps, tap b % taps */
+     * ku 7 or 3 (= kw) -> channel b / kh, tap (b % kh) * kw + s; ku 1 -> channel b / taps,
+     * tap b % taps */
     for (int64_t ob = 0; ob < n_ob; ob++) {
         int64_t nv = (M - ob * OC_BLOCK) / 16 < 4 ? (M - ob * OC_BLOCK) / 16 : 4;
         float *d = out->w + ob * OC_BLOCK * ksteps;
         for (int64_t b = 0; b < nb; b++)
             for (int64_t s = 0; s < ku; s++) {
-                int64_t c = ku == 16 ? (b / taps) * 16 + s : b / taps, tap = b % taps;
+                int64_t c, tap;
+                if (ku == 16) c = (b / taps) * 16 + s, tap = b % taps;
+                else if (ku == 1) c = b / taps, tap = b % taps;
+                else c = b / g->k[0], tap = (b % g->k[0]) * g->k[1] + s;
                 float *row = d + (b * ku + s) * nv * 16;
                 for (int64_t j = 0; j < nv * 16; j++) row[j] = W[((ob * OC_BLOCK + j) * C + c) * taps + tap];
             }
@@ -96,6 +106,7 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
     out->src = W;
     out->kh = g->k[0];
     out->kw = g->k[1];
+    out->pack_dw = g->dil[1];
     out->hp = out->wp = -1; /* koff filled for the first geometry it runs */
     return KILN_OK;
 }
@@ -104,7 +115,9 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
 static void fill_koff(cpu_conv_c16_weights *w, const cpu_conv_geom *g, int64_t hp, int64_t wp) {
     int64_t taps = w->taps, nb = w->C * taps / w->ku;
     for (int64_t b = 0; b < nb; b++) {
-        int64_t cb = b / taps, tap = b % taps, kh = tap / w->kw, kwi = tap % w->kw;
+        int64_t cb = b / taps, tap = b % taps;
+        if (w->ku != 16 && w->ku != 1) cb = b / w->kh, tap = (b % w->kh) * w->kw; /* a kernel row's first tap */
+        int64_t kh = tap / w->kw, kwi = tap % w->kw;
         int64_t pix = (kh * g->dil[0]) * wp + kwi * g->dil[1];
         w->koff[b] = (int64_t)sizeof(float) * (w->ku == 16 ? (cb * hp * wp + pix) * 16 : cb * hp * wp + pix);
     }
