@@ -5,9 +5,11 @@
  * agree before a kernel may use the instructions. KILN_CPU_ISA=scalar|avx2|avx512 caps
  * the result so tests can exercise every code path on one machine.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu_kernel.h"
 
@@ -66,6 +68,34 @@ uint32_t cpu_features(void) {
         /* "avx512" (or anything else) leaves everything detected: a cap never adds features */
     }
     return f;
+}
+
+static int64_t l2_from_sysfs(void) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+    if (!f) return 0;
+    long long v = 0;
+    char unit = 0;
+    int n = fscanf(f, "%lld%c", &v, &unit);
+    fclose(f);
+    if (n < 1 || v <= 0) return 0;
+    if (unit == 'K') v *= 1024;
+    else if (unit == 'M') v *= 1024 * 1024;
+    return (int64_t)v;
+}
+
+int64_t cpu_l2_bytes(void) {
+    static _Atomic int64_t cached = -1;
+    int64_t c = cached;
+    if (c < 0) {
+        c = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        if (v > 0) c = v;
+#endif
+        if (c == 0) c = l2_from_sysfs();
+        cached = c;
+    }
+    return c;
 }
 
 const char *cpu_features_str(uint32_t f, char *buf, size_t size) {

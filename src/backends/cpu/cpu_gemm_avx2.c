@@ -1184,6 +1184,24 @@ bool cpu_sgemm_local_b_preferred(cpu_threadpool *pool, int64_t M, int64_t N, int
     return n_blocks >= 2 * (int64_t)cpu_threadpool_size(pool) && b_bytes > (512u << 10) && b_bytes > a_bytes;
 }
 
+/* The smallest C the GEMM streams past the caches: at least 512 KiB, and never a C that
+ * fits the core's L2, where its consumer (the next layer, usually) would have found it.
+ * Why: on the Zen 3 dev machine (512 KiB L2) streaming every C of 512 KiB or more paid
+ * (local_task), but on the Sapphire Rapids-class VM (2 MiB L2) it sent the 0.8 MiB outputs
+ * of ResNet-50's 56x56 conv1s to memory just before the Winograd conv2 read them back
+ * (docs/BENCHMARKS.md "Session 13"). KILN_GEMM_NT_MIN=BYTES overrides it (A/B runs). */
+static uint64_t nt_min_bytes(void) {
+    static _Atomic int64_t cached = -1;
+    int64_t c = cached;
+    if (c < 0) {
+        const char *e = getenv("KILN_GEMM_NT_MIN");
+        int64_t l2 = cpu_l2_bytes();
+        c = e && *e ? atoll(e) : l2 > (512 << 10) ? l2 : (512 << 10);
+        cached = c;
+    }
+    return (uint64_t)c;
+}
+
 /* KILN_GEMM_NT=0 in the environment keeps C's stores ordinary (A/B measurements). */
 static bool nt_enabled(void) {
     static _Atomic int cached = -1;
@@ -1209,11 +1227,11 @@ static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     if (!d) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing a GEMM operand");
     /* Non-temporal C only where nothing reads it back during the GEMM (an epilogue applied
      * after the tile store, GELU over the stored tile) and where it would not stay in L2
-     * for its consumer anyway (at least 512 KiB). */
+     * for its consumer anyway (nt_min_bytes). */
     bool has_ep = ep && !cpu_epilogue_is_empty(ep);
     bool nt_ok = (!has_ep || act_in_tile(ep->act.kind)) &&
                  !(has_ep && (ep->act.kind == CPU_ACT_GELU || ep->act.kind == CPU_ACT_GELU_TANH)) &&
-                 (uint64_t)M * (uint64_t)N * sizeof(float) >= (512u << 10) && nt_enabled();
+                 (uint64_t)M * (uint64_t)N * sizeof(float) >= nt_min_bytes() && nt_enabled();
     local_job j = {M,  N,          K,       round_up(M, MR), pa->data, pack_b, pack_user, C, ldc, ep, d,
                    buf_floats, n_tasks, 0, rows_b, rows_ld, nt_ok, io};
     cpu_parallel_for(pool, n_slots, 1, local_slots_run, &j);

@@ -126,5 +126,8 @@ enum cpu_feature_bits {
 uint32_t cpu_features(void);
 /* "avx512f avx512bw ... fma avx2" into buf. */
 const char *cpu_features_str(uint32_t features, char *buf, size_t size);
+/* The per-core L2 cache in bytes (sysconf, else sysfs), 0 when the OS does not say;
+ * decided once. */
+int64_t cpu_l2_bytes(void);
 
 #endif
