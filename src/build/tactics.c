@@ -134,15 +134,21 @@ static uint64_t conv_winograd_f23_scratch(const build_tactic_query *q) {
 /* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_candidate takes it. */
 static bool conv_c16_tactic_applies(const build_tactic_query *q) {
     conv_shape s = conv_geometry(q);
-    if (!s.ok || s.nsp != 2 || conv_is_depthwise(&s) || s.pointwise) return false;
+    /* not where the P16 layout pass put a conv's data in its own layout */
+    if (!s.ok || s.nsp != 2 || conv_is_depthwise(&s) || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
     cpu_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nsp = 2;
+    const ir_attr *st = ir_node_attr(q->node, "strides");
     for (int i = 0; i < 2; i++) {
         g.k[i] = q->in[1]->dims[2 + i].value;
         g.in[i] = q->in[0]->dims[2 + i].value;
         g.out[i] = q->out[0]->dims[2 + i].value;
+        g.stride[i] = st && st->type == IR_ATTR_INTS && i < st->n ? st->ints[i] : 1;
+        g.dil[i] = 1;
     }
+    if (s.pointwise) g.stride[0] = g.stride[1] = 1; /* pads are zero too: conv_geometry checked */
+    else if (g.k[0] == 1 && g.k[1] == 1 && g.stride[0] == 1 && g.stride[1] == 1) g.pad0[0] = 1; /* padded 1x1 */
     return cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
 }
 /* its padded input copy: C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
@@ -160,15 +166,16 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
 /* Order matters when tactics are not timed (time_tactics off): the first that applies is
  * what cpu_conv runs without a kiln_tactic attribute. */
 static const build_tactic builtin[] = {
-    {"", "Conv", "conv_pointwise_gemm", 0, conv_pointwise_applies, NULL, NULL},
-    {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL},
     {"", "Conv", CPU_CONV_TACTIC_WINOGRAD, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
      conv_winograd_scratch, cpu_conv_run_winograd},
     {"", "Conv", CPU_CONV_TACTIC_WINOGRAD_F23, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
      conv_winograd_f23_scratch, cpu_conv_run_winograd_f23},
-    /* before the GEMM: without timing, cpu_conv runs it where it is a candidate */
+    /* after Winograd, before the GEMMs: without timing, cpu_conv runs it wherever it is a
+     * candidate and Winograd does not apply */
     {"", "Conv", CPU_CONV_TACTIC_C16, CPU_FEATURE_AVX512F, conv_c16_tactic_applies, conv_c16_scratch,
      cpu_conv_run_c16},
+    {"", "Conv", CPU_CONV_TACTIC_POINTWISE, 0, conv_pointwise_applies, NULL, cpu_conv_run_gemm},
+    {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL},
     {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm},
 };
 

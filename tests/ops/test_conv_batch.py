@@ -112,9 +112,13 @@ def test_model_covers_the_conv_kinds(built):
     assert rows.get("mid", ("",))[0] == "p16 in+out", p.stdout
     assert rows.get("proj", ("",))[0] == "p16 in", p.stdout
     assert rows.get("wino", ("", ""))[1].startswith("conv_winograd"), p.stdout
-    for name in ("stem", "down1", "grouped"):
+    for name in ("down1", "grouped"):
         assert rows.get(name, ("", ""))[1] == "conv_im2col_gemm", (name, p.stdout)
-    # the 3x3/2 conv: on AVX-512 the builder times the channels-in-lanes direct conv against
-    # the implicit GEMM and keeps the faster (tests/unit/test_conv_c16.c checks the former
-    # at batch 2 and 1-3 threads against a reference)
-    assert rows.get("down3", ("", ""))[1] in ("conv_im2col_gemm", "conv_c16_direct"), p.stdout
+    # the 7x7 stem and the 3x3/2 conv: on AVX-512 the builder times the channels-in-lanes
+    # direct conv against the implicit GEMM and keeps the faster
+    # (tests/unit/test_conv_c16.c checks the former at batch 2 and 1-3 threads against a
+    # reference); the 1x1 convs over 8x8 and 4x4 images likewise against the pointwise GEMM
+    for name in ("stem", "down3"):
+        assert rows.get(name, ("", ""))[1] in ("conv_im2col_gemm", "conv_c16_direct"), (name, p.stdout)
+    for name in ("pw8", "pw4"):
+        assert rows.get(name, ("", ""))[1] in ("conv_pointwise_gemm", "conv_c16_direct"), (name, p.stdout)

@@ -5,7 +5,9 @@
  * scalar tail), output channels that leave a partial 64-channel block (16, 32, 48), more
  * k steps than one k block, more position chunks than one task holds, batch > 1, fused
  * bias / residual / ReLU / Clip and an activation applied after the store (Sigmoid), on
- * 1-3 pool threads; geometries it does not take fall back to the implicit GEMM. Skips
+ * 1-3 pool threads; 1x1 stride-1 convs (the default over at most 256 positions, the GEMM
+ * when the tactic says conv_pointwise_gemm); geometries it does not take fall back to the
+ * implicit GEMM. Skips
  * (with a printed reason) without AVX-512F, where the kernel never runs.
  */
 #include <math.h>
@@ -116,6 +118,8 @@ static const c16_case cases[] = {
     {1, 16, 60, 60, 16, 3, 1, 1, {1, 1, 1, 1}, false, false, NULL},    /* 600 chunks: many tasks */
     {1, 16, 6, 4, 16, 3, 1, 1, {2, 2, 2, 2}, true, false, "Relu"},     /* pads larger than the kernel needs */
     {1, 5, 12, 12, 32, 3, 1, 2, {2, 2, 2, 2}, true, false, "Relu"},    /* dilated over NCHW: one k step per block */
+    {1, 1024, 14, 14, 256, 1, 1, 1, {0, 0, 0, 0}, true, true, "Relu"}, /* ResNet's stage-3 1x1: 64 k blocks */
+    {2, 64, 7, 7, 208, 1, 1, 1, {0, 0, 0, 0}, true, true, NULL},       /* 49 positions, 3 x 64 + 16 channels */
 };
 
 /* fp32 sums in another order than the reference: errors ~1e-7 of the sum of |terms| */
@@ -173,6 +177,15 @@ static void test_tactic_and_default(void **state) {
     assert_true(run_case(&rgb3, NULL, conv, NULL) == run_case(&rgb3, NULL, cpu_conv_run_gemm, NULL));
     const c16_case ds = {1, 64, 28, 28, 64, 1, 2, 1, {0, 0, 0, 0}, true, true, "Relu"};
     assert_true(run_case(&ds, NULL, conv, NULL) == run_case(&ds, NULL, cpu_conv_run_gemm, NULL));
+    /* 1x1 stride-1 convs: the C16 conv over small images by default, the GEMM when the
+     * tactic conv_pointwise_gemm says so (or over larger images) */
+    const c16_case pw = {1, 1024, 14, 14, 64, 1, 1, 1, {0, 0, 0, 0}, true, true, "Relu"}; /* 4 GEMM k-blocks */
+    double pw_c16 = run_case(&pw, NULL, cpu_conv_run_c16, NULL), pw_gemm = run_case(&pw, NULL, cpu_conv_run_gemm, NULL);
+    assert_true(pw_c16 != pw_gemm);
+    assert_true(run_case(&pw, NULL, conv, NULL) == pw_c16);
+    assert_true(run_case(&pw, NULL, conv, CPU_CONV_TACTIC_POINTWISE) == pw_gemm);
+    const c16_case pw_big = {1, 64, 20, 20, 64, 1, 1, 1, {0, 0, 0, 0}, true, true, "Relu"}; /* 400 positions */
+    assert_true(run_case(&pw_big, NULL, conv, NULL) == run_case(&pw_big, NULL, cpu_conv_run_gemm, NULL));
 }
 
 /* Output channels that are not a multiple of 16, or groups: the forced entry falls back
@@ -200,7 +213,13 @@ static void test_fallback(void **state) {
     assert_false(cpu_conv_c16_candidate(&g, 1, 3, 64));
     g.dil[1] = 1;
     g.k[0] = g.k[1] = 1;
-    assert_false(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* 1x1 */
+    assert_true(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* 1x1 over 8x8 = 64 positions */
+    g.in[0] = g.in[1] = g.out[0] = g.out[1] = 28;
+    assert_false(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* 1x1 over 784 positions */
+    g.in[0] = g.in[1] = 14;
+    g.out[0] = g.out[1] = 7;
+    g.stride[0] = g.stride[1] = 2;
+    assert_false(cpu_conv_c16_candidate(&g, 1, 16, 32)); /* strided 1x1 */
 }
 
 int main(void) {

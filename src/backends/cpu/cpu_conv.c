@@ -122,14 +122,21 @@ static bool conv_c16_enabled(void) {
 /* Where the direct conv measured faster than the implicit GEMM in ResNet-50 on the
  * Sapphire Rapids-class dev VM (in the network, against 1x1 control layers;
  * docs/BENCHMARKS.md "Session 13"): kernels larger than 1x1 over a multiple of 16 input
- * channels (the 3x3/2 convs: 10-27% faster at batch 1 and 8, 1 and 2 threads), and the
- * RGB 7x7 stem (a kernel row of 7 taps per k block: level with the GEMM, but its output
- * is stored in cache instead of streamed past it, and the MaxPool reading it next ran 37%
- * faster). The strided 1x1 convs (0.83-0.99) stay on the GEMM. */
+ * channels (the 3x3/2 convs: 10-27% faster at batch 1 and 8, 1 and 2 threads); the RGB
+ * 7x7 stem (a kernel row of 7 taps per k block: level with the GEMM, but its output is
+ * stored in cache instead of streamed past it, and the MaxPool reading it next ran 37%
+ * faster); and 1x1 stride-1 convs over small images (at most 256 positions: ResNet's
+ * 14x14 and 7x7 stages), where 196 and 49 positions leave the GEMM's 16-position lanes
+ * partly idle (single layers against ONNX Runtime's conv node: 0.75 -> 0.95 and
+ * 0.79 -> 0.95 of its speed). The strided 1x1 convs (0.83-0.99) and larger images' 1x1
+ * convs (56x56: 0.51-0.69 of ORT against 0.67-0.76 on the GEMM) stay on the GEMM. */
 bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    bool pointwise = g->k[0] == 1 && g->k[1] == 1 && g->stride[0] == 1 && g->stride[1] == 1 && !g->pad0[0] &&
+                     !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
     bool deep = C % 16 == 0 && (g->k[0] > 1 || g->k[1] > 1);
+    bool small_pointwise = C % 16 == 0 && pointwise && g->out[0] * g->out[1] <= 256;
     bool stem = C < 16 && g->k[1] == 7 && g->dil[1] == 1;
-    return (deep || stem) && cpu_conv_c16_applies(g, group, C, M);
+    return (deep || small_pointwise || stem) && cpu_conv_c16_applies(g, group, C, M);
 }
 
 static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
@@ -403,6 +410,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
     enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD)       ? CONV_WINOGRAD
                           : attr_is(t, CPU_CONV_TACTIC_WINOGRAD_F23) ? CONV_WINOGRAD_F23
                           : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
+                          : attr_is(t, CPU_CONV_TACTIC_POINTWISE)    ? CONV_GEMM
                           : attr_is(t, CPU_CONV_TACTIC_C16)          ? CONV_C16
                                                                      : CONV_AUTO;
     return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
@@ -580,7 +588,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
 
     /* the channels-in-lanes direct conv: where the builder timed it fastest, or by default
      * where it is a candidate (cpu_conv_c16_candidate) */
-    if (packable && !pointwise && cpu_gemm_avx512_usable() && conv_c16_enabled() &&
+    if (packable && !p16 && cpu_gemm_avx512_usable() && conv_c16_enabled() &&
         (algo == CONV_C16 ? cpu_conv_c16_applies(&g, group, C, M)
                           : algo == CONV_AUTO && cpu_conv_c16_candidate(&g, group, C, M)))
         return conv_c16(ctx, &g, N, C, M, X, Wt, Y, &ep);

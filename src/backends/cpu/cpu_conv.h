@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_kernel.h"
 
 #define CPU_CONV_TACTIC_GEMM "conv_im2col_gemm"
+#define CPU_CONV_TACTIC_POINTWISE "conv_pointwise_gemm" /* 1x1 stride-1 convs on the GEMM */
 #define CPU_CONV_TACTIC_WINOGRAD "conv_winograd_f43"
 #define CPU_CONV_TACTIC_WINOGRAD_F23 "conv_winograd_f23"
 #define CPU_CONV_TACTIC_C16 "conv_c16_direct" /* output channels in lanes, AVX-512 (cpu_c16.h) */
