@@ -151,14 +151,14 @@ static bool conv_c16_tactic_applies(const build_tactic_query *q) {
     else if (g.k[0] == 1 && g.k[1] == 1 && g.stride[0] == 1 && g.stride[1] == 1) g.pad0[0] = 1; /* padded 1x1 */
     return cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
 }
-/* its padded input copy: C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
+/* its padded input copy: N x C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
 static uint64_t conv_c16_scratch(const build_tactic_query *q) {
     conv_shape s = conv_geometry(q);
     if (!s.ok || s.nsp != 2) return 0;
     uint64_t hp = (uint64_t)(q->in[0]->dims[2].value + q->in[1]->dims[2].value),
              wp = (uint64_t)(q->in[0]->dims[3].value + q->in[1]->dims[3].value), n;
     if (kiln_mul_overflow_u64((uint64_t)s.C, hp, &n) || kiln_mul_overflow_u64(n, wp, &n) ||
-        kiln_mul_overflow_u64(n, 4, &n))
+        kiln_mul_overflow_u64(n, (uint64_t)q->in[0]->dims[0].value, &n) || kiln_mul_overflow_u64(n, 4, &n))
         return UINT64_MAX;
     return n;
 }

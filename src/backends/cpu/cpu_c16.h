@@ -67,11 +67,12 @@ bool cpu_conv_c16_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int6
 kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_conv_geom *g, cpu_conv_c16_weights *out,
                               kiln_error *err);
 void cpu_conv_c16_weights_free(cpu_conv_c16_weights *w);
-/* Floats of scratch cpu_conv_c16_run needs (the padded copy), 64-byte aligned. */
+/* Floats of scratch cpu_conv_c16_run needs per image (the padded copy), 64-byte aligned. */
 int64_t cpu_conv_c16_scratch_floats(const cpu_conv_geom *g, int64_t C);
-/* One image; ep's bias is per output channel (CPU_BIAS_ROW) and its residual [M, OH*OW]
- * with row stride ld_res. AVX-512F only. */
-kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, const float *x,
-                             float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err);
+/* N images: x [N, C, H, W], y [N, M, OH, OW]; ep's bias is per output channel
+ * (CPU_BIAS_ROW) and its residual [N, M, OH*OW] (ld_res = OH*OW); scratch holds N times
+ * cpu_conv_c16_scratch_floats. AVX-512F only. */
+kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
+                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err);
 
 #endif

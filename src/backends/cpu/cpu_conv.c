@@ -148,17 +148,14 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
         kiln_status st = cpu_conv_c16_pack(Wt, M, C, g, &cs->c16, ctx->err);
         if (st != KILN_OK) return st;
     }
-    float *xp = conv_phase_buf(ctx, cs, (uint64_t)cpu_conv_c16_scratch_floats(g, C));
+    uint64_t need;
+    if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)cpu_conv_c16_scratch_floats(g, C), &need) || need > (1ull << 34))
+        return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "Conv input copy of %lld images is too large", (long long)N);
+    float *xp = conv_phase_buf(ctx, cs, need);
     if (!xp) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv input copy");
-    int64_t IS = g->in_size, OS = g->out_size;
-    for (int64_t n = 0; n < N; n++) {
-        cpu_epilogue e = *ep;
-        if (e.residual) e.residual += n * M * OS;
-        e.ld_res = OS;
-        kiln_status st = cpu_conv_c16_run(ctx->pool, g, &cs->c16, X + n * C * IS, Y + n * M * OS, &e, xp, ctx->err);
-        if (st != KILN_OK) return st;
-    }
-    return KILN_OK;
+    cpu_epilogue e = *ep;
+    e.ld_res = g->out_size;
+    return cpu_conv_c16_run(ctx->pool, g, &cs->c16, N, X, Y, &e, xp, ctx->err);
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */

@@ -135,12 +135,26 @@ typedef struct copy_job {
     int64_t C, H, W, hp, wp, pt, pl;
     int64_t sh, sw; /* 1, or a 1x1 kernel's strides: only the pixels it reads are copied */
     bool c16;
+    int64_t items; /* per image: (channel block or channel) x padded rows */
 } copy_job;
 
-/* items: (channel block or channel, padded row) */
+static void copy_image(const copy_job *j, int64_t it);
+
+/* items: (image, channel block or channel, padded row) */
 static void copy_run(void *user, int64_t i0, int64_t i1) {
     const copy_job *j = user;
     for (int64_t it = i0; it < i1; it++) {
+        int64_t n = it / j->items;
+        copy_job one = *j;
+        one.x = j->x + n * j->C * j->H * j->W;
+        one.xp = j->xp + n * j->C * j->hp * j->wp;
+        copy_image(&one, it % j->items);
+    }
+}
+
+/* one (channel block or channel, padded row) of one image */
+static void copy_image(const copy_job *j, int64_t it) {
+    {
         int64_t cb = it / j->hp, r = it % j->hp, h = r - j->pt;
         if (j->sh > 1 || j->sw > 1) { /* a strided 1x1 kernel: pixel (r * sh, w * sw), no padding */
             float *d = j->xp + (cb * j->hp + r) * j->wp * (j->c16 ? 16 : 1);
@@ -163,23 +177,23 @@ static void copy_run(void *user, int64_t i0, int64_t i1) {
                 else
                     for (int64_t w = 0; w < j->wp; w++) d[w] = s[w * j->sw];
             }
-            continue;
+            return;
         }
         if (!j->c16) {
             float *d = j->xp + (cb * j->hp + r) * j->wp;
             if (h < 0 || h >= j->H) {
                 memset(d, 0, (size_t)j->wp * sizeof(float));
-                continue;
+                return;
             }
             memset(d, 0, (size_t)j->pl * sizeof(float));
             memcpy(d + j->pl, j->x + (cb * j->H + h) * j->W, (size_t)j->W * sizeof(float));
             memset(d + j->pl + j->W, 0, (size_t)(j->wp - j->pl - j->W) * sizeof(float));
-            continue;
+            return;
         }
         float *d = j->xp + ((cb * j->hp + r) * j->wp) * 16;
         if (h < 0 || h >= j->H) {
             memset(d, 0, (size_t)j->wp * 16 * sizeof(float));
-            continue;
+            return;
         }
         memset(d, 0, (size_t)j->pl * 16 * sizeof(float));
         int64_t tail = j->wp - j->pl - j->W;
@@ -205,18 +219,20 @@ static void copy_run(void *user, int64_t i0, int64_t i1) {
 typedef struct run_job {
     const cpu_conv_geom *g;
     const cpu_conv_c16_weights *w;
-    const float *xp;
-    float *y;
+    const float *xp; /* image n's copy at xp + n * xp_image */
+    float *y;        /* image n's output at y + n * M * OS, its residual likewise */
     const cpu_epilogue *ep;
-    int64_t n_ob, n_chunks, chunks_per_task, n_tasks;
-    int64_t sh, sw; /* strides of the tiles' positions over the copy */
+    int64_t n_ob, n_chunks, chunks_per_task, groups, n_tasks; /* groups: chunk groups per image */
+    int64_t sh, sw;   /* strides of the tiles' positions over the copy */
+    int64_t xp_image; /* floats per image of the copy */
 } run_job;
 
 /* Positions [p0, p0 + np) of output channel block ob, from acc[i][v * 16 + lane], with
  * bias, residual and ReLU/Clip (other activations: cpu_epilogue_apply after the store). */
-static void store_tile(const run_job *j, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
-    int64_t OS = j->g->out_size;
+static void store_tile(const run_job *j, int64_t n, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
+    int64_t OS = j->g->out_size, img = n * j->w->M * OS;
     const cpu_epilogue *ep = j->ep;
+    float *y = j->y + img;
     __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(np), lanes);
     bool relu = ep && ep->act.kind == CPU_ACT_RELU, clip = ep && ep->act.kind == CPU_ACT_CLIP;
@@ -229,10 +245,11 @@ static void store_tile(const run_job *j, const float *acc, int64_t ob, int nv, i
             cpu_transpose8_ps(r); /* r[c]: channel c of the 8, positions 0..7 */
             for (int c = 0; c < 8; c++) {
                 int64_t oc = ob * OC_BLOCK + v * 16 + half * 8 + c;
-                float *dst = j->y + oc * OS + p0;
+                float *dst = y + oc * OS + p0;
                 __m256 val = r[c];
                 if (ep && ep->bias_mode == CPU_BIAS_ROW) val = _mm256_add_ps(val, _mm256_set1_ps(ep->bias[oc]));
-                if (ep && ep->residual) val = _mm256_add_ps(val, _mm256_maskload_ps(ep->residual + oc * ep->ld_res + p0, mask));
+                if (ep && ep->residual)
+                    val = _mm256_add_ps(val, _mm256_maskload_ps(ep->residual + img + oc * ep->ld_res + p0, mask));
                 if (relu) val = _mm256_max_ps(val, _mm256_setzero_ps());
                 else if (clip) /* operands ordered so a NaN stays NaN, as Clip */
                     val = _mm256_min_ps(_mm256_set1_ps(ep->act.b), _mm256_max_ps(_mm256_set1_ps(ep->act.a), val));
@@ -241,7 +258,7 @@ static void store_tile(const run_job *j, const float *acc, int64_t ob, int nv, i
         }
     if (ep && ep->act.kind != CPU_ACT_NONE && !relu && !clip) {
         cpu_epilogue act_only = {CPU_BIAS_NONE, NULL, NULL, 0, ep->act};
-        cpu_epilogue_apply(&act_only, j->y, OS, ob * OC_BLOCK, ob * OC_BLOCK + nv * 16, p0, p0 + np);
+        cpu_epilogue_apply(&act_only, y, OS, ob * OC_BLOCK, ob * OC_BLOCK + nv * 16, p0, p0 + np);
     }
 }
 
@@ -258,7 +275,9 @@ static void run_tasks(void *user, int64_t t0, int64_t t1) {
     int64_t OW = j->g->out[1], OS = j->g->out_size, ksteps = w->C * w->taps, scale = w->ku == 16 ? 16 : 1;
     int64_t nb = ksteps / w->ku, kblk = K_BLOCK / w->ku;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t ob = t % j->n_ob, c0 = (t / j->n_ob) * j->chunks_per_task, c1 = c0 + j->chunks_per_task;
+        int64_t n = t / (j->n_ob * j->groups), tr = t % (j->n_ob * j->groups);
+        int64_t ob = tr % j->n_ob, c0 = (tr / j->n_ob) * j->chunks_per_task, c1 = c0 + j->chunks_per_task;
+        const float *xp = j->xp + n * j->xp_image;
         if (c1 > j->n_chunks) c1 = j->n_chunks;
         int nv = (int)((w->M - ob * OC_BLOCK) / 16 < 4 ? (w->M - ob * OC_BLOCK) / 16 : 4);
         const float *wob = w->w + ob * OC_BLOCK * ksteps;
@@ -275,7 +294,7 @@ static void run_tasks(void *user, int64_t t0, int64_t t1) {
                 int np = (int)(OS - p0 < TILE_POS ? OS - p0 : TILE_POS);
                 for (int i = 0; i < TILE_POS; i++) {
                     int64_t p = p0 + (i < np ? i : 0), oh = p / OW, ow = p % OW;
-                    ta.pos[i] = j->xp + ((oh * j->sh) * w->wp + ow * j->sw) * scale;
+                    ta.pos[i] = xp + ((oh * j->sh) * w->wp + ow * j->sw) * scale;
                 }
                 ta.np = np;
                 cpu_c16_tile_avx512(&ta, acc[c - c0]);
@@ -283,30 +302,33 @@ static void run_tasks(void *user, int64_t t0, int64_t t1) {
         }
         for (int64_t c = c0; c < c1; c++) {
             int64_t p0 = c * TILE_POS;
-            store_tile(j, acc[c - c0], ob, nv, p0, (int)(OS - p0 < TILE_POS ? OS - p0 : TILE_POS));
+            store_tile(j, n, acc[c - c0], ob, nv, p0, (int)(OS - p0 < TILE_POS ? OS - p0 : TILE_POS));
         }
     }
 }
 
-kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, const float *x,
-                             float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err) {
+kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
+                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err) {
     int64_t hp, wp, sh, sw;
     copy_geometry(g, &hp, &wp, &sh, &sw);
     if (w->hp != hp || w->wp != wp || w->dh != g->dil[0] || w->dw != g->dil[1]) fill_koff(w, g, hp, wp);
     int64_t C = w->C, c16 = w->ku == 16;
     bool sub = subsampled(g);
     copy_job cj = {x,  scratch, C, g->in[0], g->in[1], hp, wp, sub ? 0 : g->pad0[0], sub ? 0 : g->pad0[1],
-                   sub ? g->stride[0] : 1, sub ? g->stride[1] : 1, c16 != 0};
-    cpu_parallel_for(pool, (c16 ? C / 16 : C) * hp, 8, copy_run, &cj);
-    run_job j = {g, w, scratch, y, ep, (w->M + OC_BLOCK - 1) / OC_BLOCK, (g->out_size + TILE_POS - 1) / TILE_POS, 0, 0,
-                 sh, sw};
+                   sub ? g->stride[0] : 1, sub ? g->stride[1] : 1, c16 != 0, (c16 ? C / 16 : C) * hp};
+    cpu_parallel_for(pool, N * cj.items, 8, copy_run, &cj);
+    /* one job for the whole batch: the tasks of all images share one hand-out, so small
+     * images (ResNet's 7x7: 9 chunks per image) still keep every thread busy */
+    run_job j = {g, w, scratch, y, ep, (w->M + OC_BLOCK - 1) / OC_BLOCK, (g->out_size + TILE_POS - 1) / TILE_POS, 0, 0, 0,
+                 sh, sw, C * hp * wp};
     /* tasks of a few chunks: at least ~8 per thread, so the atomic hand-out balances */
     int64_t threads = cpu_threadpool_size(pool), want = 8 * threads;
-    int64_t per_ob = (want + j.n_ob - 1) / j.n_ob;
-    j.chunks_per_task = (j.n_chunks + per_ob - 1) / per_ob;
+    int64_t per_image_ob = (want + N * j.n_ob - 1) / (N * j.n_ob);
+    j.chunks_per_task = (j.n_chunks + per_image_ob - 1) / per_image_ob;
     if (j.chunks_per_task > MAX_CHUNKS) j.chunks_per_task = MAX_CHUNKS;
     if (j.chunks_per_task < 1) j.chunks_per_task = 1;
-    j.n_tasks = j.n_ob * ((j.n_chunks + j.chunks_per_task - 1) / j.chunks_per_task);
+    j.groups = (j.n_chunks + j.chunks_per_task - 1) / j.chunks_per_task;
+    j.n_tasks = N * j.n_ob * j.groups;
     cpu_parallel_for_each(pool, j.n_tasks, run_tasks, &j);
     (void)err;
     return KILN_OK;
