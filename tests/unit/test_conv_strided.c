@@ -38,69 +38,15 @@ typedef struct sconv {
     const char *act; /* NULL, "Relu" or "Clip" */
 } sconv;
 
-static int64_t out_h(const sconv *c) { return (c->H + c->pads[0] + c->pads[2] - (c->KH - 1) * c->dh - 1) / c->sh + 1; }
-static int64_t out_w(const sconv *c) { return (c->W + c->pads[1] + c->pads[3] - (c->KW - 1) * c->dw - 1) / c->sw + 1; }
-
-static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
-    rt_value_init(v);
-    kiln_error e = {0};
-    rt_tensor *t = rt_value_as_tensor(v);
-    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT, rank, dims, &e), KILN_OK);
-    for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
-}
-
-static void reference(const sconv *c, const float *x, const float *w, const float *b, const float *res, double *y,
-                      double *scale) {
-    conv_ref_shape r = {c->N, c->C, c->H, c->W, c->M, c->KH, c->KW, c->sh, c->sw, c->dh, c->dw, c->group,
-                        {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, c->act};
-    conv_reference(&r, x, w, b, res, out_h(c), out_w(c), y, scale);
-}
-
 /* Runs the case through the Conv kernel's GEMM entry point (W an initializer, so the
  * packed-weight path is taken) twice (the second run reuses the node's state) and returns
  * the largest error relative to the per-output scale. */
 static double run_case(const sconv *c, cpu_threadpool *pool) {
     rng = 4242;
-    int64_t OH = out_h(c), OW = out_w(c);
-    rt_value in[4];
-    fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
-    fill(&in[1], 4, (int64_t[]){c->M, c->C / c->group, c->KH, c->KW});
-    fill(&in[2], 1, (int64_t[]){c->M});
-    fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
-    int64_t k[2] = {c->KH, c->KW}, s[2] = {c->sh, c->sw}, d[2] = {c->dh, c->dw};
-    int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
-    ir_attr attrs[10];
-    memset(attrs, 0, sizeof attrs);
-    int32_t na = 0;
-    attrs[na++] = (ir_attr){.name = "kernel_shape", .type = IR_ATTR_INTS, .n = 2, .ints = k};
-    attrs[na++] = (ir_attr){.name = "strides", .type = IR_ATTR_INTS, .n = 2, .ints = s};
-    attrs[na++] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = d};
-    attrs[na++] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
-    attrs[na++] = (ir_attr){.name = "group", .type = IR_ATTR_INT, .i = c->group};
-    if (c->residual) attrs[na++] = (ir_attr){.name = "kiln_residual", .type = IR_ATTR_INT, .i = 3};
-    if (c->act) {
-        attrs[na++] = (ir_attr){.name = "kiln_activation", .type = IR_ATTR_STRING,
-                                .s = {.data = c->act, .len = strlen(c->act)}};
-        if (!strcmp(c->act, "Clip")) {
-            attrs[na++] = (ir_attr){.name = "kiln_activation_min", .type = IR_ATTR_FLOAT, .f = -0.5f};
-            attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
-        }
-    }
-    conv_node_fixture f;
-    conv_fixture_init(&f, attrs, na, c->residual, pool);
-    const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
-    size_t ny = (size_t)(c->N * c->M * OH * OW);
-    double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
-    assert_non_null(ref);
-    assert_non_null(scale);
-    reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, ref,
-              scale);
-    double worst = conv_fixture_worst(&f, cpu_conv_run_gemm, ins, ref, scale, ny);
-    conv_fixture_free(&f);
-    for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
-    free(ref);
-    free(scale);
-    return worst;
+    conv_fixture_case f = {c->N,  c->C,  c->H,     c->W,  c->M,    c->KH,  c->KW,
+                           c->sh, c->sw, c->dh,    c->dw, c->group, {c->pads[0], c->pads[1], c->pads[2], c->pads[3]},
+                           c->bias, c->residual, c->act, NULL};
+    return conv_fixture_run(&f, pool, cpu_conv_run_gemm, frand);
 }
 
 #define TOL 2e-6
@@ -209,7 +155,8 @@ static void test_phase_plan(void **state) {
         g.in[0] = c->H, g.in[1] = c->W, g.k[0] = c->KH, g.k[1] = c->KW;
         g.stride[0] = c->sh, g.stride[1] = c->sw, g.dil[0] = c->dh, g.dil[1] = c->dw;
         g.pad0[0] = c->pads[0], g.pad0[1] = c->pads[1], g.pad1[0] = c->pads[2], g.pad1[1] = c->pads[3];
-        g.out[0] = out_h(c), g.out[1] = out_w(c);
+        g.out[0] = conv_fixture_out(c->H, c->pads[0], c->pads[2], c->KH, c->sh, c->dh);
+        g.out[1] = conv_fixture_out(c->W, c->pads[1], c->pads[3], c->KW, c->sw, c->dw);
         g.in_size = c->H * c->W, g.out_size = g.out[0] * g.out[1], g.k_size = c->KH * c->KW;
         cpu_conv_phase ph;
         assert_true(cpu_conv_phase_plan(&g, &ph));

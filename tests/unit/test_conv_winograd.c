@@ -40,70 +40,14 @@ typedef struct conv_case {
 static int64_t ck(const conv_case *c) { return c->k ? c->k : 3; }
 static int64_t cs(const conv_case *c) { return c->stride ? c->stride : 1; }
 
-static void fill(rt_value *v, int32_t rank, const int64_t *dims) {
-    rt_value_init(v);
-    kiln_error e = {0};
-    rt_tensor *t = rt_value_as_tensor(v);
-    assert_int_equal(rt_tensor_alloc(t, KILN_DTYPE_FLOAT, rank, dims, &e), KILN_OK);
-    for (uint64_t i = 0; i < t->count; i++) ((float *)t->data)[i] = frand();
-}
-
-static void reference(const conv_case *c, const float *x, const float *w, const float *b, const float *res,
-                      int64_t OH, int64_t OW, double *y, double *scale) {
-    conv_ref_shape r = {c->N, c->C, c->H, c->W, c->M, ck(c), ck(c), cs(c), cs(c), 1, 1, 1,
-                        {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, c->act};
-    conv_reference(&r, x, w, b, res, OH, OW, y, scale);
-}
-
 /* Runs the case through `fn` (or the registered kernel with a kiln_tactic attribute when
  * tactic != NULL) and compares with the reference. Returns the largest error relative
  * to the per-output scale. */
 static double run_case(const conv_case *c, cpu_threadpool *pool, cpu_kernel_fn fn, const char *tactic) {
     rng = 777; /* same data for the same shape, whichever variant runs */
-    int64_t OH = (c->H + c->pads[0] + c->pads[2] - ck(c)) / cs(c) + 1,
-            OW = (c->W + c->pads[1] + c->pads[3] - ck(c)) / cs(c) + 1;
-    rt_value in[4];
-    fill(&in[0], 4, (int64_t[]){c->N, c->C, c->H, c->W});
-    fill(&in[1], 4, (int64_t[]){c->M, c->C, ck(c), ck(c)});
-    fill(&in[2], 1, (int64_t[]){c->M});
-    fill(&in[3], 4, (int64_t[]){c->N, c->M, OH, OW});
-    int64_t k[2] = {ck(c), ck(c)}, s[2] = {cs(c), cs(c)}, d[2] = {1, 1};
-    int64_t pads[4] = {c->pads[0], c->pads[1], c->pads[2], c->pads[3]};
-    ir_attr attrs[10];
-    memset(attrs, 0, sizeof attrs);
-    int32_t na = 0;
-    attrs[na++] = (ir_attr){.name = "kernel_shape", .type = IR_ATTR_INTS, .n = 2, .ints = k};
-    attrs[na++] = (ir_attr){.name = "strides", .type = IR_ATTR_INTS, .n = 2, .ints = s};
-    attrs[na++] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = d};
-    attrs[na++] = (ir_attr){.name = "pads", .type = IR_ATTR_INTS, .n = 4, .ints = pads};
-    if (c->residual) attrs[na++] = (ir_attr){.name = "kiln_residual", .type = IR_ATTR_INT, .i = 3};
-    if (c->act) {
-        attrs[na++] = (ir_attr){.name = "kiln_activation", .type = IR_ATTR_STRING,
-                                .s = {.data = c->act, .len = strlen(c->act)}};
-        if (!strcmp(c->act, "Clip")) {
-            attrs[na++] = (ir_attr){.name = "kiln_activation_min", .type = IR_ATTR_FLOAT, .f = -0.5f};
-            attrs[na++] = (ir_attr){.name = "kiln_activation_max", .type = IR_ATTR_FLOAT, .f = 0.75f};
-        }
-    }
-    if (tactic)
-        attrs[na++] = (ir_attr){.name = "kiln_tactic", .type = IR_ATTR_STRING,
-                                .s = {.data = tactic, .len = strlen(tactic)}};
-    /* a tiny graph in which W (input 1) is an initializer, as in real models */
-    conv_node_fixture f;
-    conv_fixture_init(&f, attrs, na, c->residual, pool);
-    const rt_value *ins[4] = {&in[0], &in[1], c->bias ? &in[2] : NULL, &in[3]};
-    size_t ny = (size_t)(c->N * c->M * OH * OW);
-    double *ref = malloc(ny * sizeof(double)), *scale = malloc(ny * sizeof(double));
-    assert_non_null(ref);
-    assert_non_null(scale);
-    reference(c, in[0].t.data, in[1].t.data, c->bias ? in[2].t.data : NULL, c->residual ? in[3].t.data : NULL, OH,
-              OW, ref, scale);
-    double worst = conv_fixture_worst(&f, fn, ins, ref, scale, ny);
-    conv_fixture_free(&f);
-    for (int i = 0; i < 4; i++) rt_value_release(&in[i]);
-    free(ref);
-    free(scale);
-    return worst;
+    conv_fixture_case f = {c->N,  c->C,  c->H,  c->W,  c->M, ck(c), ck(c), cs(c), cs(c), 1, 1, 1,
+                           {c->pads[0], c->pads[1], c->pads[2], c->pads[3]}, c->bias, c->residual, c->act, tactic};
+    return conv_fixture_run(&f, pool, fn, frand);
 }
 
 static const conv_case cases[] = {

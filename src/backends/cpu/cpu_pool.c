@@ -40,24 +40,12 @@ typedef struct pool_job {
  * mirror cpu_pool_avx2.c exactly. */
 #define POOL_MAX_VROWS 64 /* larger kernels take the generic loop */
 
-/* max that propagates NaN from either side (cpu_pool.h) */
-static inline float smaxn(float v, float acc) { return (v > acc || isnan(v)) ? v : acc; }
 
 static void vmax_scalar(const float *const *rows, int32_t n, int64_t W, float *out) {
     for (int64_t i = 0; i < W; i++) {
         float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = smaxn(rows[r][i], a);
+        for (int32_t r = 1; r < n; r++) a = cpu_pool_smaxn(rows[r][i], a);
         out[i] = a;
-    }
-}
-
-static void hmax_scalar(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
-                        float *y) {
-    for (int64_t ow = ow0; ow < ow1; ow++) {
-        const float *b = r + ow * s - p0;
-        float a = b[0];
-        for (int64_t kw = 1; kw < k; kw++) a = smaxn(b[kw * d], a);
-        y[ow] = a;
     }
 }
 
@@ -68,7 +56,7 @@ static float hmax_clipped(const float *r, int64_t W, int64_t w0, int64_t k, int6
     for (int64_t kw = 0; kw < k; kw++) {
         int64_t iw = w0 + kw * d;
         if (iw < 0 || iw >= W) continue;
-        acc = any ? smaxn(r[iw], acc) : r[iw];
+        acc = any ? cpu_pool_smaxn(r[iw], acc) : r[iw];
         any = true;
     }
     return acc;
@@ -102,7 +90,7 @@ static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, 
         for (int64_t ow = 0; ow < lo; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
         if (avx512) cpu_pool_hmax_avx512(rbuf, lo, hi, s, p0, k, d, yr);
         else if (avx2) cpu_pool_hmax_avx2(rbuf, lo, hi, s, p0, k, d, yr);
-        else hmax_scalar(rbuf, lo, hi, s, p0, k, d, yr);
+        else cpu_pool_hmax_scalar(rbuf, lo, hi, s, p0, k, d, yr);
         for (int64_t ow = hi; ow < OW; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
     }
 }

@@ -14,6 +14,22 @@
 
 #include <stdint.h>
 
+/* max(v, acc) that propagates NaN from either side (the rule above), for the scalar
+ * loops of every variant */
+static inline float cpu_pool_smaxn(float v, float acc) { return (v > acc || v != v) ? v : acc; }
+
+/* The horizontal pass one output at a time (the portable kernel, and the vector kernels'
+ * tails): y[ow] = fold over kw of r[ow*s - p0 + kw*d], ow in [ow0, ow1). */
+static inline void cpu_pool_hmax_scalar(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k,
+                                        int64_t d, float *y) {
+    for (int64_t ow = ow0; ow < ow1; ow++) {
+        const float *b = r + ow * s - p0;
+        float a = b[0];
+        for (int64_t kw = 1; kw < k; kw++) a = cpu_pool_smaxn(b[kw * d], a);
+        y[ow] = a;
+    }
+}
+
 /* out[i] = fold of rows[0][i], rows[1][i], ... rows[n-1][i] for i in [0, W); n >= 1. */
 void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *out);
 

@@ -17,7 +17,6 @@
 static inline __m256 vmaxn(__m256 v, __m256 acc) {
     return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
-static inline float smaxn(float v, float acc) { return (v > acc || v != v) ? v : acc; }
 
 void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *out) {
     int64_t i = 0;
@@ -43,7 +42,7 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
     }
     for (; i < W; i++) {
         float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = smaxn(rows[r][i], a);
+        for (int32_t r = 1; r < n; r++) a = cpu_pool_smaxn(rows[r][i], a);
         out[i] = a;
     }
 }
@@ -65,10 +64,5 @@ void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int
             if (ow >= ow1) break;
         }
     }
-    for (; ow < ow1; ow++) {
-        const float *b = r + ow * s - p0;
-        float a = b[0];
-        for (int64_t kw = 1; kw < k; kw++) a = smaxn(b[kw * d], a);
-        y[ow] = a;
-    }
+    cpu_pool_hmax_scalar(r, ow, ow1, s, p0, k, d, y);
 }

@@ -18,7 +18,6 @@
 static inline __m512 vmaxn(__m512 v, __m512 acc) {
     return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
-static inline float smaxn(float v, float acc) { return (v > acc || v != v) ? v : acc; }
 
 void cpu_pool_vmax_avx512(const float *const *rows, int32_t n, int64_t W, float *out) {
     int64_t i = 0;
@@ -66,10 +65,5 @@ void cpu_pool_hmax_avx512(const float *r, int64_t ow0, int64_t ow1, int64_t s, i
             if (ow >= ow1) break;
         }
     }
-    for (; ow < ow1; ow++) {
-        const float *b = r + ow * s - p0;
-        float a = b[0];
-        for (int64_t kw = 1; kw < k; kw++) a = smaxn(b[kw * d], a);
-        y[ow] = a;
-    }
+    cpu_pool_hmax_scalar(r, ow, ow1, s, p0, k, d, y);
 }
