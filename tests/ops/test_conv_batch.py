@@ -111,7 +111,10 @@ def test_model_covers_the_conv_kinds(built):
     assert rows.get("expand", ("",))[0] == "p16 out", p.stdout
     assert rows.get("mid", ("",))[0] == "p16 in+out", p.stdout
     assert rows.get("proj", ("",))[0] == "p16 in", p.stdout
-    assert rows.get("wino", ("", ""))[1].startswith("conv_winograd"), p.stdout
+    # the 3x3 stride-1 conv: Winograd, or on AVX-512 the channels-in-lanes direct conv where
+    # the builder timed that faster (it did on the GPU host's Xeon for this 16x16 image;
+    # tests/unit/test_conv_winograd.c covers Winograd at batch 3 either way)
+    assert rows.get("wino", ("", ""))[1].startswith(("conv_winograd", "conv_c16_direct")), p.stdout
     for name in ("down1", "grouped"):
         assert rows.get(name, ("", ""))[1] == "conv_im2col_gemm", (name, p.stdout)
     # the 7x7 stem and the 3x3/2 conv: on AVX-512 the builder times the channels-in-lanes

@@ -190,7 +190,9 @@ static void test_timing_alternates_through_a_slow_spell(void **state) {
     g_runs = 0;
     assert_int_equal(build_tactics_time(ts, 3, &c.q, NULL, 4, ms, &err), KILN_OK);
     assert_int_equal(g_runs, 10); /* 1 warm-up + 4 timed rounds, each tactic once a round */
-    assert_true(ms[0] >= 0.9 && ms[0] < 3.0);
+    /* its best run came after the spell (7 ms runs), with room for a loaded machine (one
+     * run under ctest -j16 on the GPU host's Xeon overslept a 1 ms sleep past 3 ms) */
+    assert_true(ms[0] >= 0.9 && ms[0] < 6.0);
     assert_true(ms[1] < 0); /* a failing tactic is reported, the others still timed */
     assert_true(ms[2] >= 2.9);
     assert_true(ms[0] < ms[2]);
