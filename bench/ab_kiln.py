@@ -16,6 +16,12 @@ same tactics (an older kiln needs the cache's "kiln" version edited to its own):
 
 --by node lists single nodes instead of classes (Conv classes are named by kernel size and
 stride, e.g. conv1x1s1, plus the kernel the engine chose).
+
+--step measures end to end instead, and finer: each side's engine stays loaded in a
+build/kiln_step process (next to BINARY) and the two alternate every --iters inferences,
+so a drift of the machine's speed lands on both (float inputs from --shapes, random).
+--env-a / --env-b set environment variables for one side (an A/B of a runtime switch on
+one engine: `--env-b KILN_GEMM_NT=0 build/kiln:e.engine build/kiln:e.engine`).
 """
 import argparse
 import collections
@@ -26,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def conv_classes(model_path):
@@ -42,15 +49,79 @@ def conv_classes(model_path):
     return out
 
 
-def run_side(side, args, profile):
+def run_side(side, args, profile, env):
     binary, engine = side.split(":", 1)
     cmd = [binary, "exec", f"--loadEngine={engine}", f"--shapes={args.shapes}", f"--threads={args.threads}",
            f"--iterations={args.iters}", f"--warmUp={args.warmup}", "--duration=0", f"--exportProfile={profile}"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
     m = re.search(r"\] Latency:.*?median = ([\d.]+)", r.stdout)
     if r.returncode != 0 or not m:
         sys.exit(f"{side} failed (rc {r.returncode}): {(r.stderr or r.stdout)[-500:]}")
     return float(m.group(1)), json.load(open(profile))[1:]
+
+
+def parse_env(spec):
+    """"A=1,B=2" -> {"A": "1", "B": "2"}; None or "" -> {}."""
+    out = {}
+    for kv in filter(None, (spec or "").split(",")):
+        if "=" not in kv:
+            sys.exit(f"--env-a/--env-b take NAME=VALUE[,NAME=VALUE...], got {kv!r}")
+        k, v = kv.split("=", 1)
+        out[k] = v
+    return out
+
+
+def parse_shapes(shapes):
+    """kiln exec's --shapes ("input:1x3x224x224,mask:1x128") -> {name: dims}."""
+    out = {}
+    for part in shapes.split(","):
+        name, _, dims = part.rpartition(":")
+        try:
+            out[name] = [int(d) for d in dims.split("x")]
+        except ValueError:
+            sys.exit(f"--shapes: cannot read the dimensions of {part!r} (want NAME:D1xD2x...)")
+    return out
+
+
+def run_step(sides, args, envs):
+    """--step: both engines loaded in kiln_step, alternating every --iters inferences."""
+    import numpy as np
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_cpu
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in parse_shapes(args.shapes).items()}
+    steps = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for i, side in enumerate(sides):
+                binary, engine = side.split(":", 1)
+                bench_cpu.KILN_STEP = os.path.join(os.path.dirname(binary) or ".", "kiln_step")
+                saved = dict(os.environ)
+                os.environ.update(envs[i])
+                try:
+                    steps.append(bench_cpu.KilnStep(engine, args.threads, feeds, tmp))
+                except (RuntimeError, OSError) as e:
+                    sys.exit(f"{side} failed: {e}")
+                finally:
+                    os.environ.clear()
+                    os.environ.update(saved)
+            for s in steps:
+                s.run(2)
+            lat = ([], [])
+            for r in range(args.rounds):
+                for i in (0, 1) if r % 2 == 0 else (1, 0):
+                    time.sleep(0.005)
+                    lat[i].append(statistics.median(steps[i].run(args.iters)))
+        finally:
+            for s in steps:
+                s.close()
+    a, b = lat
+    ratios = sorted(x / y for x, y in zip(a, b))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    print(f"A {args.a}: median {statistics.median(a):.3f} ms   B {args.b}: median {statistics.median(b):.3f} ms   "
+          f"B faster in {sum(y < x for x, y in zip(a, b))} of {args.rounds} rounds")
+    print(f"speed-up of B (A time / B time) per round: median {statistics.median(ratios):.3f} "
+          f"[{q[0]:.3f}-{q[2]:.3f}] ({ratios[0]:.3f}-{ratios[-1]:.3f})")
 
 
 def main():
@@ -65,7 +136,13 @@ def main():
     p.add_argument("--model", help="the ONNX model, to name Conv classes by kernel and stride")
     p.add_argument("--by", choices=["class", "node"], default="class")
     p.add_argument("--top", type=int, default=14, help="rows to print")
+    p.add_argument("--step", action="store_true", help="end to end, engines kept loaded in kiln_step")
+    p.add_argument("--env-a", help="NAME=VALUE[,...] for side A")
+    p.add_argument("--env-b", help="NAME=VALUE[,...] for side B")
     args = p.parse_args()
+    envs = (parse_env(args.env_a), parse_env(args.env_b))
+    if args.step:
+        return run_step((args.a, args.b), args, envs)
     names = conv_classes(args.model) if args.model and args.by == "class" else {}
     sides = (args.a, args.b)
     lat = ([], [])  # per side (index 0 = A), one median per round
@@ -74,7 +151,7 @@ def main():
         profile = os.path.join(tmp, "profile.json")
         for r in range(args.rounds):
             for i in (0, 1) if r % 2 == 0 else (1, 0):
-                ms, layers = run_side(sides[i], args, profile)
+                ms, layers = run_side(sides[i], args, profile, envs[i])
                 lat[i].append(ms)
                 c = collections.Counter()
                 for x in layers:

@@ -40,3 +40,29 @@ def test_failing_side_is_reported(tmp_path):
     r = ab("--shapes", "input:1x3x32x32", "--rounds", "1", f"{KILN}:{tmp_path / 'missing.engine'}",
            f"{KILN}:{tmp_path / 'missing.engine'}")
     assert r.returncode != 0 and "failed" in r.stderr
+
+
+def test_step_mode_alternates_loaded_engines(tmp_path):
+    """--step: both sides' engines loaded in kiln_step; the report gives both medians, the
+    rounds B won and the per-round speed-up's median, quartiles and range. --env-b reaches
+    side B only (an unknown kiln switch changes nothing, so the run must still succeed)."""
+    eng = tmp_path / "tiny.engine"
+    r = subprocess.run([KILN, "exec", f"--onnx={MODEL}", f"--saveEngine={eng}", "--shapes=input:1x3x32x32",
+                        "--skipInference"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    side = f"{KILN}:{eng}"
+    r = ab("--step", "--shapes", "input:1x3x32x32", "--rounds", "4", "--iters", "3", "--env-b", "KILN_GEMM_NT=0",
+           side, side)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("A ") and "of 4 rounds" in lines[0], r.stdout
+    med, rest = lines[1].split("median ")[1].split(" ", 1)
+    assert float(med) > 0 and rest.startswith("[") and rest.endswith(")"), lines[1]
+
+
+def test_step_mode_errors(tmp_path):
+    r = ab("--step", "--shapes", "input:1x3x32x32", "--rounds", "1", f"{KILN}:{tmp_path / 'missing.engine'}",
+           f"{KILN}:{tmp_path / 'missing.engine'}")
+    assert r.returncode != 0 and "failed" in r.stderr, r.stderr
+    r = ab("--step", "--shapes", "input:1x3x32x32", "--env-b", "NOEQUALS", f"{KILN}:x", f"{KILN}:x")
+    assert r.returncode != 0 and "NAME=VALUE" in r.stderr, r.stderr
