@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 #include "core/cpu_count.h"
@@ -131,25 +132,21 @@ static uint64_t conv_winograd_f23_scratch(const build_tactic_query *q) {
     return conv_winograd_scratch_tile(q, CPU_WINOGRAD_F23);
 }
 
-/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_candidate takes it. */
+/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_candidate takes it, on
+ * the geometry the Conv kernel itself computes (pads, auto_pad, strides, dilations). */
 static bool conv_c16_tactic_applies(const build_tactic_query *q) {
     conv_shape s = conv_geometry(q);
     /* not where the P16 layout pass put a conv's data in its own layout */
     if (!s.ok || s.nsp != 2 || conv_is_depthwise(&s) || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
+    int64_t x_dims[2] = {q->in[0]->dims[2].value, q->in[0]->dims[3].value};
+    int64_t k_dims[2] = {q->in[1]->dims[2].value, q->in[1]->dims[3].value};
+    kiln_error err = {0};
+    cpu_kernel_ctx ctx = {.node = q->node, .err = &err};
     cpu_conv_geom g;
-    memset(&g, 0, sizeof g);
-    g.nsp = 2;
-    const ir_attr *st = ir_node_attr(q->node, "strides");
-    for (int i = 0; i < 2; i++) {
-        g.k[i] = q->in[1]->dims[2 + i].value;
-        g.in[i] = q->in[0]->dims[2 + i].value;
-        g.out[i] = q->out[0]->dims[2 + i].value;
-        g.stride[i] = st && st->type == IR_ATTR_INTS && i < st->n ? st->ints[i] : 1;
-        g.dil[i] = 1;
-    }
-    if (s.pointwise) g.stride[0] = g.stride[1] = 1; /* pads are zero too: conv_geometry checked */
-    else if (g.k[0] == 1 && g.k[1] == 1 && g.stride[0] == 1 && g.stride[1] == 1) g.pad0[0] = 1; /* padded 1x1 */
-    return cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
+    bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, &g) == KILN_OK &&
+              cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
+    kiln_err_clear(&err); /* a bad attribute: the kernel reports it when it runs */
+    return ok;
 }
 /* its padded input copy: N x C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
 static uint64_t conv_c16_scratch(const build_tactic_query *q) {
