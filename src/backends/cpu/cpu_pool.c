@@ -36,18 +36,9 @@ typedef struct pool_job {
  * separably per output row (cpu_pool.h): the vertical fold over the window's valid input
  * rows into a row buffer, then the horizontal fold with the stride; outputs whose window
  * crosses the left/right border take the clipped scalar loop. Same results as the
- * generic loop, NaN (propagated) and empty windows (-inf) included. The portable row kernels below
- * mirror cpu_pool_avx2.c exactly. */
+ * generic loop, NaN (propagated) and empty windows (-inf) included. The portable row
+ * kernels (cpu_pool.h) are also the vector kernels' tails. */
 #define POOL_MAX_VROWS 64 /* larger kernels take the generic loop */
-
-
-static void vmax_scalar(const float *const *rows, int32_t n, int64_t W, float *out) {
-    for (int64_t i = 0; i < W; i++) {
-        float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = cpu_pool_smaxn(rows[r][i], a);
-        out[i] = a;
-    }
-}
 
 /* one output of a border column: clipped window over the row maxima r[0, W) */
 static float hmax_clipped(const float *r, int64_t W, int64_t w0, int64_t k, int64_t d) {
@@ -86,7 +77,7 @@ static void maxpool2d_plane(const cpu_conv_geom *g, const float *xp, float *yp, 
         }
         if (avx512) cpu_pool_vmax_avx512(rows, n, W, rbuf);
         else if (avx2) cpu_pool_vmax_avx2(rows, n, W, rbuf);
-        else vmax_scalar(rows, n, W, rbuf);
+        else cpu_pool_vmax_scalar(rows, n, 0, W, rbuf);
         for (int64_t ow = 0; ow < lo; ow++) yr[ow] = hmax_clipped(rbuf, W, ow * s - p0, k, d);
         if (avx512) cpu_pool_hmax_avx512(rbuf, lo, hi, s, p0, k, d, yr);
         else if (avx2) cpu_pool_hmax_avx2(rbuf, lo, hi, s, p0, k, d, yr);

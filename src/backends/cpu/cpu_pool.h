@@ -18,6 +18,16 @@
  * loops of every variant */
 static inline float cpu_pool_smaxn(float v, float acc) { return (v > acc || v != v) ? v : acc; }
 
+/* The vertical pass one column at a time (the portable kernel, and the AVX2 kernel's
+ * tail): out[i] = fold of rows[0][i] .. rows[n-1][i], i in [i0, W). */
+static inline void cpu_pool_vmax_scalar(const float *const *rows, int32_t n, int64_t i0, int64_t W, float *out) {
+    for (int64_t i = i0; i < W; i++) {
+        float a = rows[0][i];
+        for (int32_t r = 1; r < n; r++) a = cpu_pool_smaxn(rows[r][i], a);
+        out[i] = a;
+    }
+}
+
 /* The horizontal pass one output at a time (the portable kernel, and the vector kernels'
  * tails): y[ow] = fold over kw of r[ow*s - p0 + kw*d], ow in [ow0, ow1). */
 static inline void cpu_pool_hmax_scalar(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k,

@@ -40,11 +40,7 @@ void cpu_pool_vmax_avx2(const float *const *rows, int32_t n, int64_t W, float *o
         for (int32_t r = 1; r < n; r++) a = vmaxn(_mm256_loadu_ps(rows[r] + i), a);
         _mm256_storeu_ps(out + i, a);
     }
-    for (; i < W; i++) {
-        float a = rows[0][i];
-        for (int32_t r = 1; r < n; r++) a = cpu_pool_smaxn(rows[r][i], a);
-        out[i] = a;
-    }
+    cpu_pool_vmax_scalar(rows, n, i, W, out);
 }
 
 void cpu_pool_hmax_avx2(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,

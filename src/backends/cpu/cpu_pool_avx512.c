@@ -30,13 +30,11 @@ void cpu_pool_vmax_avx512(const float *const *rows, int32_t n, int64_t W, float 
         _mm512_storeu_ps(out + i, a0);
         _mm512_storeu_ps(out + i + 16, a1);
     }
-    if (i < W) { /* the last 1-31 columns, 16 at a time, masked */
-        for (; i < W; i += 16) {
-            __mmask16 m = W - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (W - i)) - 1);
-            __m512 a = _mm512_maskz_loadu_ps(m, rows[0] + i);
-            for (int32_t r = 1; r < n; r++) a = vmaxn(_mm512_maskz_loadu_ps(m, rows[r] + i), a);
-            _mm512_mask_storeu_ps(out + i, m, a);
-        }
+    for (; i < W; i += 16) { /* the last 1-31 columns, 16 at a time, masked */
+        __mmask16 m = W - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (W - i)) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(m, rows[0] + i);
+        for (int32_t r = 1; r < n; r++) a = vmaxn(_mm512_maskz_loadu_ps(m, rows[r] + i), a);
+        _mm512_mask_storeu_ps(out + i, m, a);
     }
 }
 
