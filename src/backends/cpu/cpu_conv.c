@@ -110,13 +110,7 @@ static float *conv_phase_buf(cpu_kernel_ctx *ctx, conv_state *s, uint64_t n) {
 /* KILN_CONV_C16=0 keeps every non-pointwise conv on the implicit GEMM (A/B measurements). */
 static bool conv_c16_enabled(void) {
     static _Atomic int cached = -1;
-    int c = cached;
-    if (c < 0) {
-        const char *e = getenv("KILN_CONV_C16");
-        c = !(e && e[0] == '0');
-        cached = c;
-    }
-    return c == 1;
+    return cpu_env_switch("KILN_CONV_C16", &cached);
 }
 
 /* Where the direct conv measured faster than the implicit GEMM in ResNet-50 on the

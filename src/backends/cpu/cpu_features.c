@@ -98,6 +98,16 @@ int64_t cpu_l2_bytes(void) {
     return c;
 }
 
+bool cpu_env_switch(const char *name, _Atomic int *cached) {
+    int c = *cached;
+    if (c < 0) {
+        const char *e = getenv(name);
+        c = !(e && e[0] == '0');
+        *cached = c;
+    }
+    return c == 1;
+}
+
 const char *cpu_features_str(uint32_t f, char *buf, size_t size) {
     static const struct {
         uint32_t bit;

@@ -1205,13 +1205,7 @@ static uint64_t nt_min_bytes(void) {
 /* KILN_GEMM_NT=0 in the environment keeps C's stores ordinary (A/B measurements). */
 static bool nt_enabled(void) {
     static _Atomic int cached = -1;
-    int c = cached;
-    if (c < 0) {
-        const char *e = getenv("KILN_GEMM_NT");
-        c = !(e && e[0] == '0');
-        cached = c;
-    }
-    return c == 1;
+    return cpu_env_switch("KILN_GEMM_NT", &cached);
 }
 
 static kiln_status run_local(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const cpu_gemm_packed *pa,

@@ -129,5 +129,8 @@ const char *cpu_features_str(uint32_t features, char *buf, size_t size);
 /* The per-core L2 cache in bytes (sysconf, else sysfs), 0 when the OS does not say;
  * decided once. */
 int64_t cpu_l2_bytes(void);
+/* An A/B switch in the environment: false when `name` is set to a value starting with '0',
+ * else true; read once into *cached (start it at -1: getenv stays off the hot path). */
+bool cpu_env_switch(const char *name, _Atomic int *cached);
 
 #endif
