@@ -11,8 +11,8 @@
  * 2-core Sapphire Rapids-class dev VM (docs/BENCHMARKS.md, "Session 13").
  *
  * Input channels that are a multiple of 16 are read as C16 (16 channels per tile-kernel
- * block, ku 16); others (the RGB stem) are read from a padded NCHW copy one channel per
- * block (ku 1). Compiled with -mavx512f; only called when cpu_gemm_avx512_usable().
+ * block, ku 16); others (the RGB stem) are read from a padded NCHW copy, a kernel row of
+ * 7 or 3 undilated taps per block (ku 7, 3), else one tap (ku 1). Compiled with -mavx512f; only called when cpu_gemm_avx512_usable().
  */
 #include <immintrin.h>
 #include <stdlib.h>
@@ -64,6 +64,15 @@ int64_t cpu_conv_c16_scratch_floats(const cpu_conv_geom *g, int64_t C) {
     return C * hp * wp;
 }
 
+/* Block b's input channel (ku 16: its block of 16 channels) and first tap. Channel blocks
+ * are outermost, so a tile walks neighbouring input pixels of one block; a ku of 7 or 3
+ * (= kw) is a kernel row (taps (b % kh) * kw + s), else every block is one tap. The packed
+ * weights (cpu_conv_c16_pack) and the offset table (fill_koff) both follow it. */
+static void block_origin(int64_t b, int64_t ku, int64_t kh, int64_t kw, int64_t *c, int64_t *tap) {
+    if (ku == 16 || ku == 1) *c = b / (kh * kw), *tap = b % (kh * kw);
+    else *c = b / kh, *tap = (b % kh) * kw;
+}
+
 void cpu_conv_c16_weights_free(cpu_conv_c16_weights *w) {
     if (!w) return;
     free(w->w);
@@ -82,19 +91,17 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
         cpu_conv_c16_weights_free(out);
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory packing Conv weights (C16)");
     }
-    /* k step s of block b: ku 16 -> channel (b / taps) * 16 + s, tap b % taps (channel
-     * blocks outermost, so a tile walks neighbouring input pixels of one block);
-     * ku 7 or 3 (= kw) -> channel b / kh, tap (b % kh) * kw + s; ku 1 -> channel b / taps,
-     * tap b % taps */
+    /* k step s of block b: ku 16 -> channel (block) * 16 + s at the block's tap; ku 7 or 3
+     * -> the block's channel at tap (first tap) + s; ku 1 -> the block's channel and tap */
     for (int64_t ob = 0; ob < n_ob; ob++) {
         int64_t nv = (M - ob * OC_BLOCK) / 16 < 4 ? (M - ob * OC_BLOCK) / 16 : 4;
         float *d = out->w + ob * OC_BLOCK * ksteps;
         for (int64_t b = 0; b < nb; b++)
             for (int64_t s = 0; s < ku; s++) {
                 int64_t c, tap;
-                if (ku == 16) c = (b / taps) * 16 + s, tap = b % taps;
-                else if (ku == 1) c = b / taps, tap = b % taps;
-                else c = b / g->k[0], tap = (b % g->k[0]) * g->k[1] + s;
+                block_origin(b, ku, g->k[0], g->k[1], &c, &tap);
+                if (ku == 16) c = c * 16 + s;
+                else if (ku != 1) tap += s;
                 float *row = d + (b * ku + s) * nv * 16;
                 for (int64_t j = 0; j < nv * 16; j++) row[j] = W[((ob * OC_BLOCK + j) * C + c) * taps + tap];
             }
@@ -115,8 +122,8 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
 static void fill_koff(cpu_conv_c16_weights *w, const cpu_conv_geom *g, int64_t hp, int64_t wp) {
     int64_t taps = w->taps, nb = w->C * taps / w->ku;
     for (int64_t b = 0; b < nb; b++) {
-        int64_t cb = b / taps, tap = b % taps;
-        if (w->ku != 16 && w->ku != 1) cb = b / w->kh, tap = (b % w->kh) * w->kw; /* a kernel row's first tap */
+        int64_t cb, tap;
+        block_origin(b, w->ku, w->kh, w->kw, &cb, &tap);
         int64_t kh = tap / w->kw, kwi = tap % w->kw;
         int64_t pix = (kh * g->dil[0]) * wp + kwi * g->dil[1];
         w->koff[b] = (int64_t)sizeof(float) * (w->ku == 16 ? (cb * hp * wp + pix) * 16 : cb * hp * wp + pix);
@@ -138,7 +145,65 @@ typedef struct copy_job {
     int64_t items; /* per image: (channel block or channel) x padded rows */
 } copy_job;
 
-static void copy_image(const copy_job *j, int64_t it);
+/* one (channel block or channel, padded row) of one image */
+static void copy_row(const copy_job *j, int64_t it) {
+    int64_t cb = it / j->hp, r = it % j->hp, h = r - j->pt;
+    if (j->sh > 1 || j->sw > 1) { /* a strided 1x1 kernel: pixel (r * sh, w * sw), no padding */
+        float *d = j->xp + (cb * j->hp + r) * j->wp * (j->c16 ? 16 : 1);
+        int64_t w0 = 0;
+        if (j->c16 && j->sw == 2) { /* 8 pixels x 8 channels per transpose, from even columns */
+            const float *s = j->x + (cb * 16 * j->H + r * j->sh) * j->W;
+            int64_t cs = j->H * j->W;
+            for (; w0 + 8 <= j->wp && 2 * w0 + 16 <= j->W; w0 += 8)
+                for (int half = 0; half < 2; half++) {
+                    __m256 r8[8];
+                    for (int c = 0; c < 8; c++) r8[c] = cpu_even16_ps(s + (half * 8 + c) * cs + 2 * w0);
+                    cpu_transpose8_ps(r8);
+                    for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (w0 + q) * 16 + half * 8, r8[q]);
+                }
+        }
+        for (int64_t c = 0; c < (j->c16 ? 16 : 1); c++) {
+            const float *s = j->x + ((cb * (j->c16 ? 16 : 1) + c) * j->H + r * j->sh) * j->W;
+            if (j->c16)
+                for (int64_t w = w0; w < j->wp; w++) d[w * 16 + c] = s[w * j->sw];
+            else
+                for (int64_t w = 0; w < j->wp; w++) d[w] = s[w * j->sw];
+        }
+        return;
+    }
+    if (!j->c16) {
+        float *d = j->xp + (cb * j->hp + r) * j->wp;
+        if (h < 0 || h >= j->H) {
+            memset(d, 0, (size_t)j->wp * sizeof(float));
+            return;
+        }
+        memset(d, 0, (size_t)j->pl * sizeof(float));
+        memcpy(d + j->pl, j->x + (cb * j->H + h) * j->W, (size_t)j->W * sizeof(float));
+        memset(d + j->pl + j->W, 0, (size_t)(j->wp - j->pl - j->W) * sizeof(float));
+        return;
+    }
+    float *d = j->xp + ((cb * j->hp + r) * j->wp) * 16;
+    if (h < 0 || h >= j->H) {
+        memset(d, 0, (size_t)j->wp * 16 * sizeof(float));
+        return;
+    }
+    memset(d, 0, (size_t)j->pl * 16 * sizeof(float));
+    int64_t tail = j->wp - j->pl - j->W;
+    memset(d + (j->pl + j->W) * 16, 0, (size_t)tail * 16 * sizeof(float));
+    /* 16 channel rows -> W pixels x 16 channels, 8 pixels x 8 channels per transpose */
+    const float *s = j->x + (cb * 16 * j->H + h) * j->W;
+    int64_t cs = j->H * j->W, w = 0;
+    float *o = d + j->pl * 16;
+    for (; w + 8 <= j->W; w += 8)
+        for (int half = 0; half < 2; half++) {
+            __m256 r8[8];
+            for (int c = 0; c < 8; c++) r8[c] = _mm256_loadu_ps(s + (half * 8 + c) * cs + w);
+            cpu_transpose8_ps(r8);
+            for (int p = 0; p < 8; p++) _mm256_storeu_ps(o + (w + p) * 16 + half * 8, r8[p]);
+        }
+    for (; w < j->W; w++)
+        for (int c = 0; c < 16; c++) o[w * 16 + c] = s[c * cs + w];
+}
 
 /* items: (image, channel block or channel, padded row) */
 static void copy_run(void *user, int64_t i0, int64_t i1) {
@@ -148,69 +213,7 @@ static void copy_run(void *user, int64_t i0, int64_t i1) {
         copy_job one = *j;
         one.x = j->x + n * j->C * j->H * j->W;
         one.xp = j->xp + n * j->C * j->hp * j->wp;
-        copy_image(&one, it % j->items);
-    }
-}
-
-/* one (channel block or channel, padded row) of one image */
-static void copy_image(const copy_job *j, int64_t it) {
-    {
-        int64_t cb = it / j->hp, r = it % j->hp, h = r - j->pt;
-        if (j->sh > 1 || j->sw > 1) { /* a strided 1x1 kernel: pixel (r * sh, w * sw), no padding */
-            float *d = j->xp + (cb * j->hp + r) * j->wp * (j->c16 ? 16 : 1);
-            int64_t w0 = 0;
-            if (j->c16 && j->sw == 2) { /* 8 pixels x 8 channels per transpose, from even columns */
-                const float *s = j->x + (cb * 16 * j->H + r * j->sh) * j->W;
-                int64_t cs = j->H * j->W;
-                for (; w0 + 8 <= j->wp && 2 * w0 + 16 <= j->W; w0 += 8)
-                    for (int half = 0; half < 2; half++) {
-                        __m256 r8[8];
-                        for (int c = 0; c < 8; c++) r8[c] = cpu_even16_ps(s + (half * 8 + c) * cs + 2 * w0);
-                        cpu_transpose8_ps(r8);
-                        for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (w0 + q) * 16 + half * 8, r8[q]);
-                    }
-            }
-            for (int64_t c = 0; c < (j->c16 ? 16 : 1); c++) {
-                const float *s = j->x + ((cb * (j->c16 ? 16 : 1) + c) * j->H + r * j->sh) * j->W;
-                if (j->c16)
-                    for (int64_t w = w0; w < j->wp; w++) d[w * 16 + c] = s[w * j->sw];
-                else
-                    for (int64_t w = 0; w < j->wp; w++) d[w] = s[w * j->sw];
-            }
-            return;
-        }
-        if (!j->c16) {
-            float *d = j->xp + (cb * j->hp + r) * j->wp;
-            if (h < 0 || h >= j->H) {
-                memset(d, 0, (size_t)j->wp * sizeof(float));
-                return;
-            }
-            memset(d, 0, (size_t)j->pl * sizeof(float));
-            memcpy(d + j->pl, j->x + (cb * j->H + h) * j->W, (size_t)j->W * sizeof(float));
-            memset(d + j->pl + j->W, 0, (size_t)(j->wp - j->pl - j->W) * sizeof(float));
-            return;
-        }
-        float *d = j->xp + ((cb * j->hp + r) * j->wp) * 16;
-        if (h < 0 || h >= j->H) {
-            memset(d, 0, (size_t)j->wp * 16 * sizeof(float));
-            return;
-        }
-        memset(d, 0, (size_t)j->pl * 16 * sizeof(float));
-        int64_t tail = j->wp - j->pl - j->W;
-        memset(d + (j->pl + j->W) * 16, 0, (size_t)tail * 16 * sizeof(float));
-        /* 16 channel rows -> W pixels x 16 channels, 8 pixels x 8 channels per transpose */
-        const float *s = j->x + (cb * 16 * j->H + h) * j->W;
-        int64_t cs = j->H * j->W, w = 0;
-        float *o = d + j->pl * 16;
-        for (; w + 8 <= j->W; w += 8)
-            for (int half = 0; half < 2; half++) {
-                __m256 r8[8];
-                for (int c = 0; c < 8; c++) r8[c] = _mm256_loadu_ps(s + (half * 8 + c) * cs + w);
-                cpu_transpose8_ps(r8);
-                for (int p = 0; p < 8; p++) _mm256_storeu_ps(o + (w + p) * 16 + half * 8, r8[p]);
-            }
-        for (; w < j->W; w++)
-            for (int c = 0; c < 16; c++) o[w * 16 + c] = s[c * cs + w];
+        copy_row(&one, it % j->items);
     }
 }
 
