@@ -95,16 +95,11 @@ def run_step(sides, args, envs):
         try:
             for i, side in enumerate(sides):
                 binary, engine = side.split(":", 1)
-                bench_cpu.KILN_STEP = os.path.join(os.path.dirname(binary) or ".", "kiln_step")
-                saved = dict(os.environ)
-                os.environ.update(envs[i])
+                step_bin = os.path.join(os.path.dirname(binary) or ".", "kiln_step")
                 try:
-                    steps.append(bench_cpu.KilnStep(engine, args.threads, feeds, tmp))
+                    steps.append(bench_cpu.KilnStep(engine, args.threads, feeds, tmp, binary=step_bin, env=envs[i]))
                 except (RuntimeError, OSError) as e:
                     sys.exit(f"{side} failed: {e}")
-                finally:
-                    os.environ.clear()
-                    os.environ.update(saved)
             for s in steps:
                 s.run(2)
             lat = ([], [])

@@ -151,15 +151,17 @@ ONNX_DTYPE = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.int32)
 
 
 class KilnStep:
-    """A kiln engine kept loaded in bench/kiln_step.c, run on request (see its header)."""
+    """A kiln engine kept loaded in bench/kiln_step.c, run on request (see its header).
+    binary: another kiln_step than KILN_STEP; env: extra environment variables for it."""
 
-    def __init__(self, engine, threads, feeds, tmpdir):
-        args = [str(KILN_STEP), engine, str(threads)]
+    def __init__(self, engine, threads, feeds, tmpdir, binary=None, env=None):
+        args = [str(binary or KILN_STEP), engine, str(threads)]
         for i, (name, arr) in enumerate(feeds.items()):
             f = os.path.join(tmpdir, f"input{i}.bin")
             np.ascontiguousarray(arr).tofile(f)
             args.append(f"{name}:{ONNX_DTYPE[arr.dtype]}:{'x'.join(str(d) for d in arr.shape)}:{f}")
-        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, **(env or {})})
         line = self.p.stdout.readline().strip()
         if line != "ready":
             self.close()
