@@ -1,4 +1,5 @@
-/* test_engine_tactics.c - tactic candidates and scratch sizes (Conv geometry), timing picks
+/* test_engine_tactics.c - tactic candidates and scratch sizes (Conv geometry; the C16 conv
+ * offered where the Conv kernel would take it), timing picks
  * the faster of two registered variants, and the timing cache file (round trip, corrupt
  * and foreign files are ignored with a warning). */
 #include <setjmp.h>
@@ -107,6 +108,62 @@ static void test_conv_candidates_and_scratch(void **state) {
     make_conv(&c, 8, 32, 3, 1, 1);
     n = build_tactics_for_node(NULL, &c.q, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, cands, 8, &generic, gname);
     assert_int_equal(n, 1);
+    ir_model_free(c.m);
+}
+
+static bool has_tactic(const build_tactic *const *cands, int32_t n, const char *name) {
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(cands[i]->name, name)) return true;
+    return false;
+}
+
+/* The channels-in-lanes direct conv is offered on AVX-512F exactly where the Conv kernel
+ * would take it by default (cpu_conv_c16_candidate on the kernel's own geometry), never
+ * without AVX-512F. */
+static void test_conv_c16_candidates(void **state) {
+    (void)state;
+    const build_tactic *cands[8];
+    build_tactic generic;
+    char gname[64];
+    conv_case c;
+    const uint64_t avx512 = CPU_FEATURE_AVX2 | CPU_FEATURE_FMA | CPU_FEATURE_AVX512F;
+    /* 5x5 over 16 channels (no Winograd): C16 first, the GEMM after it */
+    make_conv(&c, 16, 32, 5, 1, 2);
+    int32_t n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_int_equal(n, 2);
+    assert_string_equal(cands[0]->name, "conv_c16_direct");
+    assert_string_equal(cands[1]->name, "conv_im2col_gemm");
+    /* scratch: the padded input copy, N x C x (H + k) x (W + k) floats */
+    assert_int_equal(build_tactic_scratch(cands[0], &c.q), 16ull * 37 * 37 * 4);
+    n = build_tactics_for_node(NULL, &c.q, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, cands, 8, &generic, gname);
+    assert_false(has_tactic(cands, n, "conv_c16_direct"));
+    ir_model_free(c.m);
+    /* an RGB 7x7 stem: offered; the same kernel dilated: not (the kernel's default takes
+     * the GEMM there) */
+    make_conv(&c, 3, 64, 7, 1, 3);
+    n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_true(has_tactic(cands, n, "conv_c16_direct"));
+    ir_node *node = (ir_node *)c.q.node;
+    ir_attr *attrs = ARENA_ARRAY(&c.m->arena, ir_attr, 3);
+    memcpy(attrs, node->attrs, 2 * sizeof *attrs);
+    int64_t *dil = ARENA_ARRAY(&c.m->arena, int64_t, 2);
+    dil[0] = dil[1] = 2;
+    attrs[2] = (ir_attr){.name = "dilations", .type = IR_ATTR_INTS, .n = 2, .ints = dil};
+    node->attrs = attrs;
+    node->n_attrs = 3;
+    n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_false(has_tactic(cands, n, "conv_c16_direct"));
+    ir_model_free(c.m);
+    /* a 1x1 over 16 channels with padding is no pointwise conv: not offered; without
+     * padding over a 32x32 image (1024 positions > 256): not offered either */
+    make_conv(&c, 16, 32, 1, 1, 1);
+    n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_false(has_tactic(cands, n, "conv_c16_direct"));
+    ir_model_free(c.m);
+    make_conv(&c, 16, 32, 1, 1, 0);
+    n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_int_equal(n, 1);
+    assert_string_equal(cands[0]->name, "conv_pointwise_gemm");
     ir_model_free(c.m);
 }
 
@@ -308,6 +365,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timing_cache_key_threads),
         cmocka_unit_test(test_conv_candidates_and_scratch),
+        cmocka_unit_test(test_conv_c16_candidates),
         cmocka_unit_test(test_timing_picks_faster_variant),
         cmocka_unit_test(test_timing_alternates_through_a_slow_spell),
         cmocka_unit_test(test_timing_cache_file),
