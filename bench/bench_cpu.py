@@ -108,7 +108,34 @@ def ort_profile(path, feeds, threads, reps):
         name = ev["name"][: -len("_kernel_time")]
         d = per.setdefault(name, [ev["args"].get("op_name", "?"), []])
         d[1].append(ev["dur"] / 1e3)
-    return {k: (v[0], float(np.median(v[1][2:] or v[1]))) for k, v in per.items()}
+    per = {k: (v[0], float(np.median(v[1][2:] or v[1]))) for k, v in per.items()}
+    return {ort_to_model_node(path, k): v for k, v in per.items()}
+
+
+def ort_to_model_node(path, name, _cache={}):
+    """The model's own name for an ORT profile node: with its NCHWc layout pass on, ORT names a
+    fused conv '<last fused node>_out_nchwc' (a Conv+Relu becomes 'Relu_7_out_nchwc'), so walk
+    back from that node through the activation/Add it absorbed to the Conv that heads it,
+    which is the name kiln's per-layer profile uses. Names that match no model node pass
+    through unchanged."""
+    if path not in _cache:
+        g = onnx.load(path, load_external_data=False).graph
+        producer = {o: n for n in g.node for o in n.output}
+        _cache[path] = ({n.name: n for n in g.node}, producer)
+    nodes, producer = _cache[path]
+    base = name[: -len("_out_nchwc")] if name.endswith("_out_nchwc") else name
+    n = nodes.get(base)
+    for _ in range(4):  # Conv -> [BatchNormalization] -> [Add] -> Relu at most
+        if n is None or n.op_type in ("Conv", "MatMul", "Gemm"):
+            break
+        if n.op_type not in ("Relu", "Add", "Sum", "BatchNormalization", "Clip", "Sigmoid", "HardSigmoid"):
+            n = None
+            break
+        # an Add's conv input is the one its producer computed last (the residual was earlier)
+        ins = [producer.get(i) for i in n.input if producer.get(i) is not None]
+        convs = [m for m in ins if m.op_type in ("Conv", "Relu", "Add", "BatchNormalization", "Clip")]
+        n = convs[-1] if convs else None
+    return n.name if n is not None and n.op_type in ("Conv", "MatMul", "Gemm") else name
 
 
 # ---- kiln ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "build/memplan.h"
 #include "build/passes/passes.h"
 #include "build/timing_cache.h"
@@ -197,6 +198,23 @@ static kiln_status infer_at(ir_model *m, const point_shapes *ps, int32_t p, buil
 
 static bool is_tty_stderr(void) { return isatty(STDERR_FILENO) == 1; }
 
+/* The C16 conv, timed alone, pays for converting its NCHW input and output; between
+ * other C16 convs (layout_c16.c) it converts nothing. So it is taken where it timed within
+ * a margin of the fastest GEMM: KILN_C16_MARGIN (a factor, default 1.10). */
+static int32_t prefer_c16(const build_tactic *const *fit, const double *ms, int32_t nfit, int32_t best) {
+    static double margin = -1;
+    if (margin < 0) {
+        const char *e = getenv("KILN_C16_MARGIN");
+        margin = e && atof(e) > 0 ? atof(e) : 1.10;
+    }
+    if (!strncmp(fit[best]->name, "conv_winograd", 13)) return best; /* fewer FLOPs, not a layout, made it faster */
+    for (int32_t k = 0; k < nfit; k++)
+        if (k != best && !strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0 && ms[best] > 0 &&
+            ms[k] <= ms[best] * margin)
+            return k;
+    return best;
+}
+
 static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
                                   build_stats *stats, kiln_error *err) {
     const ir_graph *g = m->graph;
@@ -307,6 +325,8 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
                     best_ms = ms[k];
                     best = k;
                 }
+            best = prefer_c16(fit, ms, nfit, best);
+            if (ms[best] > 0) best_ms = ms[best];
             l->time_ms = best_ms;
             free(key);
         }
@@ -342,6 +362,22 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
             return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
     return KILN_OK;
+}
+
+/* The C16 layout between the convs that run the channels-in-lanes kernel (layout_c16.c):
+ * only where that kernel exists (AVX-512F), from the tactics just chosen. */
+static kiln_status mark_c16_layouts(ir_model *m, engine_plan *plan, const build_options *o, kiln_error *err) {
+    if (!(o->cpu_features & CPU_FEATURE_AVX512F) || !m->graph || m->graph->n_nodes == 0) return KILN_OK;
+    bool *c16_conv = calloc((size_t)m->graph->n_nodes, sizeof *c16_conv);
+    if (!c16_conv) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < plan->n_layers; i++) {
+        const engine_layer *l = &plan->layers[i];
+        if (l->tactic && !strcmp(l->tactic, CPU_CONV_TACTIC_C16) && l->node >= 0 && l->node < m->graph->n_nodes)
+            c16_conv[l->node] = true;
+    }
+    kiln_status st = build_pass_layout_c16(m, c16_conv, NULL, err);
+    free(c16_conv);
+    return st;
 }
 
 kiln_status build_plan_relayer(engine_plan *plan, const ir_graph *g, kiln_error *err) {
@@ -608,6 +644,7 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
     st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, err);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
+    if (st == KILN_OK && !gpu) st = mark_c16_layouts(model, plan, o, err);
     if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);
     /* the device session's passes (FP16 casts, channels-last nodes) changed the node list */
     if (st == KILN_OK && gpu) st = build_plan_relayer(plan, model->graph, err);

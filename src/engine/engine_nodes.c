@@ -101,8 +101,10 @@ void engine_node_describe(const engine_plan *p, int32_t i, engine_node_info *out
     else if ((!n->domain || !n->domain[0]) && layout_op(n->op_type)) {
         /* the CPU's P16 blocks between 1x1 convs (build/passes/layout_p16.c: bit 2 the
          * output, bits 1 and 4 the input and the fused residual) */
-        int64_t p16 = ir_node_attr_int(n, "kiln_p16", 0);
-        out->layout = !p16 ? "nchw" : (p16 & 2) ? ((p16 & 5) ? "p16 in+out" : "p16 out") : "p16 in";
+        int64_t p16 = ir_node_attr_int(n, "kiln_p16", 0), c16 = ir_node_attr_int(n, "kiln_c16", 0);
+        if (c16) /* the C16 blocks between channels-in-lanes convs (layout_c16.c, same bits) */
+            out->layout = (c16 & 2) ? ((c16 & 5) ? "c16 in+out" : "c16 out") : "c16 in";
+        else out->layout = !p16 ? "nchw" : (p16 & 2) ? ((p16 & 5) ? "p16 in+out" : "p16 out") : "p16 in";
     }
     if (p->header.backend == ENGINE_BACKEND_CUDA) {
         const ir_attr *a = ir_node_attr(n, RT_GPU_TACTICS_ATTR);

@@ -69,10 +69,18 @@ kiln_status cpu_conv_c16_pack(const float *W, int64_t M, int64_t C, const cpu_co
 void cpu_conv_c16_weights_free(cpu_conv_c16_weights *w);
 /* Floats of scratch cpu_conv_c16_run needs per image (the padded copy), 64-byte aligned. */
 int64_t cpu_conv_c16_scratch_floats(const cpu_conv_geom *g, int64_t C);
-/* N images: x [N, C, H, W], y [N, M, OH, OW]; ep's bias is per output channel
- * (CPU_BIAS_ROW) and its residual [N, M, OH*OW] (ld_res = OH*OW); scratch holds N times
- * cpu_conv_c16_scratch_floats. AVX-512F only. */
+/* Layout bits of cpu_conv_c16_run (the kiln_c16 attribute's, build/passes/layout_c16.c):
+ * x is C16 (C a multiple of 16), y is C16, ep's residual is C16 (each independently). */
+#define CPU_C16_X 1u
+#define CPU_C16_Y 2u
+#define CPU_C16_RES 4u
+/* Whether a C16 input is read in place (no padding: no copy, no scratch). */
+bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g);
+/* N images: x [N, C, H, W], y [N, M, OH, OW], each NCHW or C16 as `layout` says; ep's bias
+ * is per output channel (CPU_BIAS_ROW) and its residual [N, M, OH*OW] (ld_res = OH*OW); scratch holds N times cpu_conv_c16_scratch_floats (unused when the
+ * input is read in place). AVX-512F only. */
 kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
-                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err);
+                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, unsigned layout,
+                             kiln_error *err);
 
 #endif

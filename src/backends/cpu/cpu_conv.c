@@ -133,8 +133,9 @@ bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, in
     return (deep || small_pointwise || stem) && cpu_conv_c16_applies(g, group, C, M);
 }
 
+/* layout: kiln_c16's bits (CPU_C16_X / _Y / _RES), 0 for NCHW data */
 static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
-                            const float *X, const float *Wt, float *Y, const cpu_epilogue *ep) {
+                            const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, unsigned layout) {
     conv_state *cs = conv_state_get(ctx);
     if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
     if (!cs->c16.w || cs->c16.src != Wt || cs->c16.M != M || cs->c16.C != C || cs->c16.kh != g->k[0] ||
@@ -142,14 +143,18 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
         kiln_status st = cpu_conv_c16_pack(Wt, M, C, g, &cs->c16, ctx->err);
         if (st != KILN_OK) return st;
     }
-    uint64_t need;
-    if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)cpu_conv_c16_scratch_floats(g, C), &need) || need > (1ull << 34))
-        return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "Conv input copy of %lld images is too large", (long long)N);
-    float *xp = conv_phase_buf(ctx, cs, need);
-    if (!xp) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv input copy");
+    float *xp = NULL;
+    if (!((layout & CPU_C16_X) && cpu_conv_c16_reads_in_place(g))) {
+        uint64_t need;
+        if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)cpu_conv_c16_scratch_floats(g, C), &need) ||
+            need > (1ull << 34))
+            return cpu_kernel_fail(ctx, KILN_ERR_LIMIT, "Conv input copy of %lld images is too large", (long long)N);
+        xp = conv_phase_buf(ctx, cs, need);
+        if (!xp) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv input copy");
+    }
     cpu_epilogue e = *ep;
     e.ld_res = g->out_size;
-    return cpu_conv_c16_run(ctx->pool, g, &cs->c16, N, X, Y, &e, xp, ctx->err);
+    return cpu_conv_c16_run(ctx->pool, g, &cs->c16, N, X, Y, &e, xp, layout, ctx->err);
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -458,16 +463,26 @@ static int conv_winograd_tile(enum conv_algo algo, const cpu_conv_geom *g, int64
 }
 
 static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
-                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16);
+                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16, int64_t c16);
 
 static kiln_status conv_run_rows(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                                  int32_t n_out, int algo) {
-    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, (enum conv_algo)algo, 0);
+    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, (enum conv_algo)algo, 0, 0);
 }
 
 static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                             int32_t n_out, enum conv_algo algo) {
-    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, algo, ir_node_attr_int(ctx->node, "kiln_p16", 0));
+    return conv_run_impl(ctx, inputs, n_in, outputs, n_out, algo, ir_node_attr_int(ctx->node, "kiln_p16", 0),
+                         ir_node_attr_int(ctx->node, "kiln_c16", 0));
+}
+
+/* Whether a Conv marked C16 (layout_c16.c) runs the C16 kernel on its data as it lies:
+ * AVX-512 and the kernel on, constant weights, a geometry it takes, and C16 input
+ * channels in 16s. */
+static bool conv_c16_direct(const cpu_conv_geom *g, int32_t nsp, int64_t group, int64_t C, int64_t M, bool packable,
+                            int64_t p16, int64_t c16) {
+    return nsp == 2 && packable && !p16 && cpu_gemm_avx512_usable() && conv_c16_enabled() &&
+           cpu_conv_c16_applies(g, group, C, M) && (!(c16 & CPU_C16_X) || C % 16 == 0);
 }
 
 /* Whether a Conv marked P16 can run its P16 data directly: a 2-D pointwise dense conv
@@ -488,7 +503,7 @@ static bool conv_p16_direct_dw(const cpu_conv_geom *g, int64_t p16, const cpu_ep
 }
 
 static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
-                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16) {
+                                 rt_value *outputs, int32_t n_out, enum conv_algo algo, int64_t p16, int64_t c16) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0), *w = cpu_in(inputs, n_in, 1), *b = cpu_in(inputs, n_in, 2);
     if (!x || !w) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "Conv needs inputs X and W");
     if (x->dtype != KILN_DTYPE_FLOAT && x->dtype == w->dtype && cpu_fbuf_dtype_ok(x->dtype))
@@ -535,7 +550,13 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
             if (st != KILN_OK) return st;
             direct = conv_p16_direct_dw(&g, p16, &e);
         } else direct = conv_p16_direct(&g, nsp, group, pointwise, packable, x->data, p16);
-        if (!direct) return cpu_conv_p16_fallback(ctx, inputs, n_in, outputs, n_out, p16, conv_run_rows, (int)algo);
+        if (!direct)
+            return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, p16, false, conv_run_rows, (int)algo);
+    }
+    if (c16) {
+        if (!conv_c16_direct(&g, nsp, group, C, M, packable, p16, c16))
+            return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, c16, true, conv_run_rows, (int)algo);
+        algo = CONV_C16; /* the builder marked it for that kernel */
     }
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
@@ -582,7 +603,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     if (packable && !p16 && cpu_gemm_avx512_usable() && conv_c16_enabled() &&
         (algo == CONV_C16 ? cpu_conv_c16_applies(&g, group, C, M)
                           : algo == CONV_AUTO && cpu_conv_c16_candidate(&g, group, C, M)))
-        return conv_c16(ctx, &g, N, C, M, X, Wt, Y, &ep);
+        return conv_c16(ctx, &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16);
 
     /* packable: pack the weights once and use kiln's own GEMM; otherwise OpenBLAS through
      * cpu_sgemm */

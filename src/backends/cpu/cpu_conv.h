@@ -73,9 +73,16 @@ void cpu_p16_to_rows(const float *src, int64_t rows, int64_t n, float *dst);
 /* A Conv over row-major data only (cpu_conv.c's body with kiln_p16 ignored). */
 typedef kiln_status (*cpu_conv_nchw_fn)(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
                                         rt_value *outputs, int32_t n_out, int algo);
-/* A Conv marked with P16 bits `p16` that the fast path cannot take: converts the P16
- * inputs to row-major copies, runs `run`, and rewrites a P16 output in place. */
-kiln_status cpu_conv_p16_fallback(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
-                                  rt_value *outputs, int32_t n_out, int64_t p16, cpu_conv_nchw_fn run, int algo);
+/* Per image [rows, n] (rows a multiple of 16): row-major -> C16 (cpu_c16.h) and back. */
+void cpu_c16_from_rows(const float *src, int64_t rows, int64_t n, float *dst);
+void cpu_c16_to_rows(const float *src, int64_t rows, int64_t n, float *dst);
+
+/* A Conv marked with layout bits `bits` (the P16 bits above; kiln_c16's are the same:
+ * input 1, output 2, residual 4) of P16, or of C16 when c16, that the fast path cannot
+ * take: converts the blocked inputs to row-major copies, runs `run`, and rewrites a
+ * blocked output in place. */
+kiln_status cpu_conv_layout_fallback(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                     rt_value *outputs, int32_t n_out, int64_t bits, bool c16, cpu_conv_nchw_fn run,
+                                     int algo);
 
 #endif

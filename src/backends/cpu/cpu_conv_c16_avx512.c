@@ -142,6 +142,7 @@ typedef struct copy_job {
     int64_t C, H, W, hp, wp, pt, pl;
     int64_t sh, sw; /* 1, or a 1x1 kernel's strides: only the pixels it reads are copied */
     bool c16;
+    bool src_c16;  /* x is C16 itself: rows are copied whole between the zero pads */
     int64_t items; /* per image: (channel block or channel) x padded rows */
 } copy_job;
 
@@ -190,6 +191,10 @@ static void copy_row(const copy_job *j, int64_t it) {
     memset(d, 0, (size_t)j->pl * 16 * sizeof(float));
     int64_t tail = j->wp - j->pl - j->W;
     memset(d + (j->pl + j->W) * 16, 0, (size_t)tail * 16 * sizeof(float));
+    if (j->src_c16) {
+        memcpy(d + j->pl * 16, j->x + (cb * j->H + h) * j->W * 16, (size_t)j->W * 16 * sizeof(float));
+        return;
+    }
     /* 16 channel rows -> W pixels x 16 channels, 8 pixels x 8 channels per transpose */
     const float *s = j->x + (cb * 16 * j->H + h) * j->W;
     int64_t cs = j->H * j->W, w = 0;
@@ -228,14 +233,55 @@ typedef struct run_job {
     int64_t n_ob, n_chunks, chunks_per_task, groups, n_tasks; /* groups: chunk groups per image */
     int64_t sh, sw;   /* strides of the tiles' positions over the copy */
     int64_t xp_image; /* floats per image of the copy */
+    bool y_c16;       /* y in C16: tiles are stored as they are */
+    bool res_c16;     /* the fused residual in C16 */
 } run_job;
 
 /* Positions [p0, p0 + np) of output channel block ob, from acc[i][v * 16 + lane], with
  * bias, residual and ReLU/Clip (other activations: cpu_epilogue_apply after the store). */
+/* The same into C16 y: vector v of position i is 16 consecutive floats of block ob * 4 + v,
+ * so each is one store, its bias one vector and a C16 residual one load (an NCHW one, where
+ * a C16 region starts at a residual block, 16 channels a plane apart: one gather). */
+static void store_tile_c16(const run_job *j, int64_t n, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
+    int64_t OS = j->g->out_size, img = n * j->w->M * OS;
+    const cpu_epilogue *ep = j->ep;
+    bool relu = ep && ep->act.kind == CPU_ACT_RELU, clip = ep && ep->act.kind == CPU_ACT_CLIP;
+    __m512i planes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32((int)OS));
+    for (int v = 0; v < nv; v++) {
+        int64_t oc0 = ob * OC_BLOCK + v * 16, at = img + ((oc0 / 16) * OS + p0) * 16;
+        __m512 bias = ep && ep->bias_mode == CPU_BIAS_ROW ? _mm512_loadu_ps(ep->bias + oc0) : _mm512_setzero_ps();
+        for (int i = 0; i < np; i++) {
+            __m512 val = _mm512_add_ps(_mm512_load_ps(acc + i * 64 + v * 16), bias);
+            if (ep && ep->residual && j->res_c16) val = _mm512_add_ps(val, _mm512_loadu_ps(ep->residual + at + i * 16));
+            else if (ep && ep->residual)
+                val = _mm512_add_ps(val, _mm512_i32gather_ps(planes, ep->residual + img + oc0 * OS + p0 + i, 4));
+            if (relu) val = _mm512_max_ps(val, _mm512_setzero_ps());
+            else if (clip) val = _mm512_min_ps(_mm512_set1_ps(ep->act.b), _mm512_max_ps(_mm512_set1_ps(ep->act.a), val));
+            _mm512_storeu_ps(j->y + at + i * 16, val);
+        }
+        if (ep && ep->act.kind != CPU_ACT_NONE && !relu && !clip) cpu_act_apply(&ep->act, j->y + at, np * 16);
+    }
+}
+
 static void store_tile(const run_job *j, int64_t n, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
+    if (j->y_c16) {
+        store_tile_c16(j, n, acc, ob, nv, p0, np);
+        return;
+    }
     int64_t OS = j->g->out_size, img = n * j->w->M * OS;
     const cpu_epilogue *ep = j->ep;
     float *y = j->y + img;
+    _Alignas(64) float sum[TILE_POS * 64];
+    if (ep && ep->residual && j->res_c16) { /* a C16 residual lies as acc does: add it before the transpose */
+        for (int i = 0; i < np; i++)
+            for (int v = 0; v < nv; v++) {
+                const float *r = ep->residual + img + (((ob * OC_BLOCK + v * 16) / 16) * OS + p0 + i) * 16;
+                _mm512_store_ps(sum + i * 64 + v * 16, _mm512_add_ps(_mm512_load_ps(acc + i * 64 + v * 16),
+                                                                     _mm512_loadu_ps(r)));
+            }
+        acc = sum;
+    }
     __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(np), lanes);
     bool relu = ep && ep->act.kind == CPU_ACT_RELU, clip = ep && ep->act.kind == CPU_ACT_CLIP;
@@ -251,7 +297,7 @@ static void store_tile(const run_job *j, int64_t n, const float *acc, int64_t ob
                 float *dst = y + oc * OS + p0;
                 __m256 val = r[c];
                 if (ep && ep->bias_mode == CPU_BIAS_ROW) val = _mm256_add_ps(val, _mm256_set1_ps(ep->bias[oc]));
-                if (ep && ep->residual)
+                if (ep && ep->residual && !j->res_c16)
                     val = _mm256_add_ps(val, _mm256_maskload_ps(ep->residual + img + oc * ep->ld_res + p0, mask));
                 if (relu) val = _mm256_max_ps(val, _mm256_setzero_ps());
                 else if (clip) /* operands ordered so a NaN stays NaN, as Clip */
@@ -310,20 +356,31 @@ static void run_tasks(void *user, int64_t t0, int64_t t1) {
     }
 }
 
+bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g) {
+    return !g->pad0[0] && !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
+}
+
 kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
-                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, kiln_error *err) {
+                             const float *x, float *y, const cpu_epilogue *ep, float *scratch, unsigned layout,
+                             kiln_error *err) {
     int64_t hp, wp, sh, sw;
-    copy_geometry(g, &hp, &wp, &sh, &sw);
-    if (w->hp != hp || w->wp != wp || w->dh != g->dil[0] || w->dw != g->dil[1]) fill_koff(w, g, hp, wp);
     int64_t C = w->C, c16 = w->ku == 16;
-    bool sub = subsampled(g);
-    copy_job cj = {x,  scratch, C, g->in[0], g->in[1], hp, wp, sub ? 0 : g->pad0[0], sub ? 0 : g->pad0[1],
-                   sub ? g->stride[0] : 1, sub ? g->stride[1] : 1, c16 != 0, (c16 ? C / 16 : C) * hp};
-    cpu_parallel_for(pool, N * cj.items, 8, copy_run, &cj);
+    /* C16 input without padding: the tiles read it where it lies, at the conv's strides */
+    bool in_place = (layout & CPU_C16_X) && c16 && cpu_conv_c16_reads_in_place(g);
+    if (in_place) hp = g->in[0], wp = g->in[1], sh = g->stride[0], sw = g->stride[1];
+    else copy_geometry(g, &hp, &wp, &sh, &sw);
+    if (w->hp != hp || w->wp != wp || w->dh != g->dil[0] || w->dw != g->dil[1]) fill_koff(w, g, hp, wp);
+    if (!in_place) {
+        bool sub = subsampled(g), src_c16 = (layout & CPU_C16_X) && c16;
+        copy_job cj = {x,  scratch, C, g->in[0], g->in[1], hp, wp, sub ? 0 : g->pad0[0], sub ? 0 : g->pad0[1],
+                       sub ? g->stride[0] : 1, sub ? g->stride[1] : 1, c16 != 0, src_c16, (c16 ? C / 16 : C) * hp};
+        cpu_parallel_for(pool, N * cj.items, 8, copy_run, &cj);
+    }
     /* one job for the whole batch: the tasks of all images share one hand-out, so small
      * images (ResNet's 7x7: 9 chunks per image) still keep every thread busy */
-    run_job j = {g, w, scratch, y, ep, (w->M + OC_BLOCK - 1) / OC_BLOCK, (g->out_size + TILE_POS - 1) / TILE_POS, 0, 0, 0,
-                 sh, sw, C * hp * wp};
+    run_job j = {g, w, in_place ? x : scratch, y, ep, (w->M + OC_BLOCK - 1) / OC_BLOCK,
+                 (g->out_size + TILE_POS - 1) / TILE_POS, 0, 0, 0, sh, sw, C * hp * wp, (layout & CPU_C16_Y) != 0,
+                 (layout & CPU_C16_RES) != 0};
     /* tasks of a few chunks: at least ~8 per thread, so the atomic hand-out balances */
     int64_t threads = cpu_threadpool_size(pool), want = 8 * threads;
     int64_t per_image_ob = (want + N * j.n_ob - 1) / (N * j.n_ob);

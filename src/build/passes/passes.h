@@ -94,6 +94,10 @@ kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln
  * readers with kiln_p16 bits; *marked (may be NULL) counts the values. Reads value types
  * (run type inference first). KILN_NO_P16 in the environment skips it. */
 kiln_status build_pass_layout_p16(ir_model *model, int32_t *marked, kiln_error *err);
+/* The CPU's C16 activation layout between channels-in-lanes convs (layout_c16.c), run by
+ * the builder after the tactics: c16_conv[node] says which nodes run the C16 conv kernel.
+ * Marks producer and readers with kiln_c16 bits; *marked (may be NULL) counts the values. */
+kiln_status build_pass_layout_c16(ir_model *model, const bool *c16_conv, int32_t *marked, kiln_error *err);
 
 /* Infers value types for passes that match on them (and device backends that place nodes
  * by them); the problems it finds are not the caller's to report (kiln check does), so

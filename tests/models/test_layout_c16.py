@@ -1,0 +1,142 @@
+"""The CPU's C16 layout between channels-in-lanes convs (src/build/passes/layout_c16.c,
+cpu_conv_c16_avx512.c, the C16 fallback in cpu_conv_p16.c).
+
+The builder runs the pass after choosing tactics, on AVX-512F machines only, so every
+test here skips (saying why) elsewhere. KILN_C16_MARGIN=1000 makes the builder take the C16
+conv wherever it is a candidate, so the marks do not depend on tactic timings.
+
+The graph holds each case the pass and the kernel must tell apart, on 14x14 and 7x7 maps
+(small enough for the C16 1x1 conv) with channels in 16s:
+  /a -> v1 -> /b (input and fused residual) -> v2 -> /c (3x3/2, padded: its copy is
+  made from C16 rows) -> v3 -> /d (residual v3) -> v4 -> /e (residual v4, output a graph
+  output: C16 residual into an NCHW output);
+  /f adds the graph input x (NCHW residual into a C16 output) -> v5 -> /g;
+  /k has a fused Sigmoid (applied after the C16 store) -> v6 -> /m;
+  /n's output is also read by a ReduceMean: stays NCHW.
+The engine's per-node layout column (`kiln inspect ENGINE --json`) shows the marks; the
+outputs of `kiln exec --exportOutput` must match ONNX Runtime at batch 1 and 3, on 1 and 2
+threads, with the pass off (KILN_NO_C16_LAYOUT) and with the C16 kernel off at run time
+(KILN_CONV_C16=0), where every marked conv converts instead. (An engine built for AVX-512
+does not load where it is missing: the engine's compatibility check refuses it.)"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+FORCE = {"KILN_C16_MARGIN": "1000"}
+OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "out_r": (1, 14, 14)}
+
+
+def avx512f():
+    try:
+        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not avx512f(), reason="the C16 layout is only chosen on AVX-512F CPUs; this one has none")
+
+
+def build_model(path):
+    rng = np.random.default_rng(11)
+    inits = []
+
+    def weight(name, m, c, k=1):
+        inits.append(numpy_helper.from_array((rng.standard_normal((m, c, k, k)) * 0.15).astype(np.float32), name))
+        inits.append(numpy_helper.from_array((rng.standard_normal(m) * 0.1).astype(np.float32), f"{name}_b"))
+
+    for name, m, c, k in (("Wa", 32, 32, 1), ("Wb", 32, 32, 1), ("Wc", 48, 32, 3), ("Wd", 48, 48, 1),
+                          ("We", 48, 48, 1), ("Wf", 32, 32, 1), ("Wg", 16, 32, 1), ("Wk", 32, 32, 1),
+                          ("Wm", 32, 32, 1), ("Wn", 32, 32, 1), ("Wo", 32, 32, 1)):
+        weight(name, m, c, k)
+
+    def conv(name, x, w, y, **attrs):
+        return helper.make_node("Conv", [x, w, f"{w}_b"], [y], name=name, **attrs)
+
+    def add(name, a, b, y):
+        return helper.make_node("Add", [a, b], [y], name=name)
+
+    def act(op, name, x, y):
+        return helper.make_node(op, [x], [y], name=name)
+
+    nodes = [
+        conv("/a", "x", "Wa", "a0"), act("Relu", "/a_relu", "a0", "v1"),
+        conv("/b", "v1", "Wb", "b0"), add("/b_add", "b0", "v1", "b1"), act("Relu", "/b_relu", "b1", "v2"),
+        conv("/c", "v2", "Wc", "c0", strides=[2, 2], pads=[1, 1, 1, 1]), act("Relu", "/c_relu", "c0", "v3"),
+        conv("/d", "v3", "Wd", "d0"), add("/d_add", "d0", "v3", "v4"),
+        conv("/e", "v4", "We", "e0"), add("/e_add", "e0", "v4", "e1"), act("Relu", "/e_relu", "e1", "out_e"),
+        conv("/f", "x", "Wf", "f0"), add("/f_add", "f0", "x", "v5"),
+        conv("/g", "v5", "Wg", "out_g"),
+        conv("/k", "x", "Wk", "k0"), act("Sigmoid", "/k_sigmoid", "k0", "v6"),
+        conv("/m", "v6", "Wm", "m0"), add("/m_add", "m0", "v7", "out_m"),
+        conv("/n", "x", "Wn", "v7"),
+        helper.make_node("ReduceMean", ["v7"], ["out_r"], name="/r", axes=[1], keepdims=1),
+    ]
+    batch = "N"
+    g = helper.make_graph(nodes, "c16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32, 14, 14])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, *s]) for n, s in OUTPUTS.items()],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("c16")
+    build_model(d / "model.onnx")
+    return d
+
+
+def run(args, env=None):
+    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
+    return p
+
+
+def build(model, batch, env, name):
+    eng = model / f"{name}_b{batch}.engine"
+    run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", f"--shapes=x:{batch}x32x14x14",
+         "--skipInference"], {**FORCE, **env})
+    return eng
+
+
+def layouts(eng):
+    j = json.loads(run(["inspect", "--json", eng]).stdout)
+    return {n["name"]: n["layout"] for n in j["nodes"] if n["op"] == "Conv"}
+
+
+def test_pass_marks_the_c16_region(model):
+    lay = layouts(build(model, 1, {}, "marks"))
+    expect = {"/a": "c16 out", "/b": "c16 in+out", "/c": "c16 in+out", "/d": "c16 in+out", "/e": "c16 in",
+              "/f": "c16 out", "/g": "c16 in", "/k": "c16 out", "/m": "c16 in", "/n": "nchw"}
+    assert {k: lay.get(k) for k in expect} == expect
+
+
+def test_pass_off_leaves_nchw(model):
+    assert set(layouts(build(model, 1, {"KILN_NO_C16_LAYOUT": "1"}, "off")).values()) == {"nchw"}
+
+
+@pytest.mark.parametrize("batch,threads,build_env,run_env", [
+    (1, 1, {}, {}), (3, 2, {}, {}), (3, 1, {"KILN_NO_C16_LAYOUT": "1"}, {}),
+    (3, 2, {}, {"KILN_CONV_C16": "0"}), (1, 1, {}, {"KILN_CONV_C16": "0"})])
+def test_outputs_match_onnxruntime(model, batch, threads, build_env, run_env):
+    import onnxruntime as ort
+    eng = build(model, batch, build_env, f"run{len(build_env)}")
+    x = np.random.default_rng(batch).standard_normal((batch, 32, 14, 14)).astype(np.float32)
+    np.save(model / "x.npy", x)
+    out = model / "out.json"
+    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x32x14x14", f"--loadInputs=x:{model / 'x.npy'}",
+         f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"], run_env)
+    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
+    ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, want in zip(OUTPUTS, ref):
+        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=1e-5, err_msg=name)
