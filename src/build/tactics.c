@@ -132,7 +132,7 @@ static uint64_t conv_winograd_f23_scratch(const build_tactic_query *q) {
     return conv_winograd_scratch_tile(q, CPU_WINOGRAD_F23);
 }
 
-/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_candidate takes it, on
+/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_offered offers it, on
  * the geometry the Conv kernel itself computes (pads, auto_pad, strides, dilations). */
 static bool conv_c16_tactic_applies(const build_tactic_query *q) {
     conv_shape s = conv_geometry(q);
@@ -144,7 +144,7 @@ static bool conv_c16_tactic_applies(const build_tactic_query *q) {
     cpu_kernel_ctx ctx = {.node = q->node, .err = &err};
     cpu_conv_geom g;
     bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, &g) == KILN_OK &&
-              cpu_conv_c16_candidate(&g, s.group, s.C, s.M);
+              cpu_conv_c16_offered(&g, s.group, s.C, s.M);
     kiln_err_clear(&err); /* a bad attribute: the kernel reports it when it runs */
     return ok;
 }

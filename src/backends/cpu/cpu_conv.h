@@ -39,6 +39,9 @@ kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
  * a multiple of 16 input channels, or a 7-wide undilated kernel over fewer than 16 (RGB
  * stems). */
 bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
+/* Where the builder offers tactic conv_c16_direct: the candidates and, timed only, the
+ * small unpadded strided 1x1 convs. */
+bool cpu_conv_c16_offered(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 
 /* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): output rows
  * [oh0, oh1) (oh0 a multiple of CPU_CONV_DW8_STRIP) of y [OH, OW] from x [H, W] and
