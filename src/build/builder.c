@@ -364,16 +364,19 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
     return KILN_OK;
 }
 
-/* The C16 layout between the convs that run the channels-in-lanes kernel (layout_c16.c):
- * only where that kernel exists (AVX-512F), from the tactics just chosen. */
+/* The C16 layout between the convs that run the channels-in-lanes kernel or Winograd
+ * (layout_c16.c): only where that kernel exists (AVX-512F), from the tactics just chosen. */
 static kiln_status mark_c16_layouts(ir_model *m, engine_plan *plan, const build_options *o, kiln_error *err) {
     if (!(o->cpu_features & CPU_FEATURE_AVX512F) || !m->graph || m->graph->n_nodes == 0) return KILN_OK;
     bool *c16_conv = calloc((size_t)m->graph->n_nodes, sizeof *c16_conv);
     if (!c16_conv) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < plan->n_layers; i++) {
         const engine_layer *l = &plan->layers[i];
-        if (l->tactic && !strcmp(l->tactic, CPU_CONV_TACTIC_C16) && l->node >= 0 && l->node < m->graph->n_nodes)
-            c16_conv[l->node] = true;
+        /* the C16 kernel, and Winograd, which blocks channels by 8 anyway and so reads
+         * and writes C16 as cheaply as NCHW */
+        bool c16 = l->tactic && (!strcmp(l->tactic, CPU_CONV_TACTIC_C16) || !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD) ||
+                                 !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD_F23));
+        if (c16 && l->node >= 0 && l->node < m->graph->n_nodes) c16_conv[l->node] = true;
     }
     kiln_status st = build_pass_layout_c16(m, c16_conv, NULL, err);
     free(c16_conv);

@@ -446,7 +446,8 @@ kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const
 /* Winograd for this call: transforms the weights once (kept in the node's state) and runs.
  * Returns false (nothing done) when the state cannot be had; errors go to *st. */
 static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
-                          const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, kiln_status *st) {
+                          const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, unsigned layout,
+                          kiln_status *st) {
     conv_state *cs = conv_state_get(ctx);
     if (!cs) {
         *st = cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
@@ -458,7 +459,7 @@ static bool conv_winograd(cpu_kernel_ctx *ctx, int tile, const cpu_conv_geom *g,
         if (*st != KILN_OK) return true;
     }
     conv_packed_clear(cs); /* the GEMM's packed weights are not needed any more */
-    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, cpu_scratch_winograd(ctx, &cs->wg_scratch),
+    *st = cpu_winograd_conv(ctx->pool, g, N, X, &cs->wg, Y, ep, cpu_scratch_winograd(ctx, &cs->wg_scratch), layout,
                             ctx->err);
     return true;
 }
@@ -565,9 +566,13 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
             return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, p16, false, conv_run_rows, (int)algo);
     }
     if (c16) {
-        if (!conv_c16_direct(&g, nsp, group, C, M, packable, p16, c16))
+        /* the builder marked it for the C16 kernel or for Winograd (which reads and
+         * writes C16 through its own 8-channel blocks) */
+        bool wino = algo != CONV_GEMM && algo != CONV_C16 && packable && !p16 && C % 16 == 0 && M % 16 == 0 &&
+                    cpu_winograd_applies(&g, group, C, M);
+        if (!wino && !conv_c16_direct(&g, nsp, group, C, M, packable, p16, c16))
             return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, c16, true, conv_run_rows, (int)algo);
-        algo = CONV_C16; /* the builder marked it for that kernel */
+        if (!wino) algo = CONV_C16;
     }
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
@@ -606,7 +611,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     }
 
     if (algo != CONV_GEMM && algo != CONV_C16 && packable && cpu_winograd_applies(&g, group, C, M) &&
-        conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, &st))
+        conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16, &st))
         return st;
 
     /* the channels-in-lanes direct conv: where the builder timed it fastest, or by default

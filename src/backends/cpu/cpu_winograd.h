@@ -84,10 +84,16 @@ void cpu_winograd_weights_free(cpu_winograd_weights *w);
 void cpu_winograd_scratch_free(cpu_winograd_scratch *s);
 
 /* y[N, M, OH, OW] = conv(x[N, C, H, W]) with the packed weights (their tile size), then the epilogue (bias
- * per output channel, residual laid out like y, any activation). g must satisfy
- * cpu_winograd_applies. Runs over the pool's threads; call from the kernel's thread. */
+ * per output channel, residual, any activation). g must satisfy cpu_winograd_applies.
+ * layout: bits CPU_WINOGRAD_C16_X / _Y / _RES say that x, y or the residual is in the C16
+ * layout (cpu_c16.h; the kiln_c16 bits of build/passes/layout_c16.c, 0 for NCHW); a C16
+ * side needs its channels in 16s. Runs over the pool's threads; call from the kernel's
+ * thread. */
+#define CPU_WINOGRAD_C16_X 1u
+#define CPU_WINOGRAD_C16_Y 2u
+#define CPU_WINOGRAD_C16_RES 4u
 kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, const float *x,
                               const cpu_winograd_weights *w, float *y, const cpu_epilogue *ep,
-                              cpu_winograd_scratch *scratch, kiln_error *err);
+                              cpu_winograd_scratch *scratch, unsigned layout, kiln_error *err);
 
 #endif

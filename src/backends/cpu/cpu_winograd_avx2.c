@@ -152,6 +152,7 @@ typedef struct wg_plan {
     int64_t cur_blk, task_end; /* shared V: the block being run; tasks end here */
     int tile, pts; /* output tile edge (2 or 4), transform points (16 or 36) */
     bool relu, other_act;
+    bool x_c16, y_c16, res_c16; /* sides in the C16 layout (cpu_c16.h) instead of NCHW */
     atomic_llong next;
 } wg_plan;
 
@@ -167,6 +168,14 @@ static void block_rows(void *user, int64_t r0, int64_t r1) {
         int64_t ih = hp - p->pt;
         if (ih < 0 || ih >= p->H) {
             memset(dst, 0, (size_t)(Wp * 8) * sizeof(float));
+            continue;
+        }
+        if (p->x_c16) { /* the 8 channels are half of a C16 pixel's 16: one vector per pixel */
+            const float *s16 = p->x + ((n * (p->C / 16) + cb / 2) * p->H + ih) * W * 16 + (cb % 2) * 8;
+            memset(dst, 0, (size_t)(pl * 8) * sizeof(float));
+            int64_t wend = pl + W < Wp ? pl + W : Wp;
+            for (int64_t wp = pl; wp < wend; wp++) _mm256_store_ps(dst + wp * 8, _mm256_loadu_ps(s16 + (wp - pl) * 16));
+            if (wend < Wp) memset(dst + wend * 8, 0, (size_t)((Wp - wend) * 8) * sizeof(float));
             continue;
         }
         const float *src[8];
@@ -337,11 +346,63 @@ static void wg_kernel(int64_t kc, const float *a, const float *b, float *c, int6
         o3 = _mm256_add_ps(_mm256_fmadd_ps(eight, d_, b_), m5);                                                        \
     } while (0)
 
+/* Where element (image n, channel m, oh, ow) of an [N, M, OH, OW] tensor lies, NCHW or C16. */
+static inline int64_t elem_at(const wg_plan *p, bool c16, int64_t n, int64_t m, int64_t oh, int64_t ow) {
+    int64_t OS = p->OH * p->OW, pos = oh * p->OW + ow;
+    return c16 ? ((n * (p->M / 16) + m / 16) * OS + pos) * 16 + m % 16 : (n * p->M + m) * OS + pos;
+}
+
+/* One output value (bias already in f) with the residual and activation, into y at its
+ * layout: the general path for mixed layouts and partial tiles. */
+static inline void store_one(const wg_plan *p, int64_t n, int64_t m, int64_t oh, int64_t ow, float f) {
+    const float *res = p->ep ? p->ep->residual : NULL;
+    if (res) f += res[elem_at(p, p->res_c16, n, m, oh, ow)];
+    if (p->relu && f < 0.f) f = 0.f;
+    float *d = p->y + elem_at(p, p->y_c16, n, m, oh, ow);
+    *d = f;
+    if (p->other_act) cpu_act_apply(&p->ep->act, d, 1);
+}
+
+/* C16 y: each column's 8 channels are contiguous, so a vector is one store (a C16
+ * residual one load); other residual layouts go value by value. */
+static void store_row_c16(const wg_plan *p, int64_t n, int64_t m0, int64_t oh, int64_t ow0, const __m256 *v) {
+    int64_t OW = p->OW;
+    int nw = OW - ow0 < 4 ? (int)(OW - ow0) : 4;
+    const float *res = p->ep ? p->ep->residual : NULL;
+    for (int j = 0; j < nw; j++) {
+        if (res && !p->res_c16) {
+            _Alignas(32) float t[8];
+            _mm256_store_ps(t, v[j]);
+            for (int ci = 0; ci < 8; ci++) store_one(p, n, m0 + ci, oh, ow0 + j, t[ci]);
+            continue;
+        }
+        int64_t off = elem_at(p, true, n, m0, oh, ow0 + j);
+        __m256 x = v[j];
+        if (res) x = _mm256_add_ps(x, _mm256_loadu_ps(res + off));
+        if (p->relu) x = _mm256_max_ps(x, _mm256_setzero_ps());
+        _mm256_storeu_ps(p->y + off, x);
+        if (p->other_act) cpu_act_apply(&p->ep->act, p->y + off, 8);
+    }
+}
+
 /* Writes output row oh, columns [ow0, ow0+4) of 8 output channels (m0.. m0+7) from four
  * vectors (one per column, 8 channels each), adding residual and applying the
  * activation. */
 static void store_row(const wg_plan *p, int64_t n, int64_t m0, int64_t oh, int64_t ow0, __m256 v0, __m256 v1,
                       __m256 v2, __m256 v3) {
+    if (p->y_c16) {
+        __m256 v[4] = {v0, v1, v2, v3};
+        store_row_c16(p, n, m0, oh, ow0, v);
+        return;
+    }
+    if (p->res_c16 && p->ep && p->ep->residual) { /* NCHW y, C16 residual: value by value */
+        _Alignas(32) float t[4][8];
+        _mm256_store_ps(t[0], v0), _mm256_store_ps(t[1], v1), _mm256_store_ps(t[2], v2), _mm256_store_ps(t[3], v3);
+        int nw = p->OW - ow0 < 4 ? (int)(p->OW - ow0) : 4, nm = p->M - m0 < 8 ? (int)(p->M - m0) : 8;
+        for (int j = 0; j < nw; j++)
+            for (int ci = 0; ci < nm; ci++) store_one(p, n, m0 + ci, oh, ow0 + j, t[j][ci]);
+        return;
+    }
     __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
     __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
     __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
@@ -427,6 +488,12 @@ static void output_tile2(const wg_plan *p, const float *mb, int64_t mstride, int
         int64_t oh = ty * 2 + r;
         if (oh >= p->OH) break;
         int nw = OW - tx * 2 < 2 ? 1 : 2;
+        if (p->y_c16 || p->res_c16) { /* a C16 side: value by value through elem_at */
+            for (int j = 0; j < nw; j++)
+                for (int ci = 0; ci < nm; ci++)
+                    store_one(p, n, m0 + ci, oh, tx * 2 + j, o[r][j][ci] + (bias ? bias[m0 + ci] : 0.f));
+            continue;
+        }
         for (int ci = 0; ci < nm; ci++) {
             int64_t off = (n * p->M + m0 + ci) * OS + oh * OW + tx * 2;
             float *d = p->y + off;
@@ -543,9 +610,12 @@ static void shared_v_run(void *user, int64_t cb0, int64_t cb1) {
 
 kiln_status cpu_winograd_conv(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, const float *x,
                               const cpu_winograd_weights *w, float *y, const cpu_epilogue *ep,
-                              cpu_winograd_scratch *scratch, kiln_error *err) {
+                              cpu_winograd_scratch *scratch, unsigned layout, kiln_error *err) {
     wg_plan p;
     memset(&p, 0, sizeof p);
+    p.x_c16 = (layout & CPU_WINOGRAD_C16_X) && w->C % 16 == 0;
+    p.y_c16 = (layout & CPU_WINOGRAD_C16_Y) && w->M % 16 == 0;
+    p.res_c16 = (layout & CPU_WINOGRAD_C16_RES) && w->M % 16 == 0;
     p.g = g;
     p.w = w;
     p.ep = ep && !cpu_epilogue_is_empty(ep) ? ep : NULL;
