@@ -216,7 +216,7 @@ static int32_t prefer_c16(const build_tactic *const *fit, const double *ms, int3
 }
 
 static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
-                                  build_stats *stats, kiln_error *err) {
+                                  build_stats *stats, double *c16_ms, kiln_error *err) {
     const ir_graph *g = m->graph;
     arena *a = &plan->arena;
     plan->n_layers = g->n_nodes;
@@ -327,6 +327,8 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
                 }
             best = prefer_c16(fit, ms, nfit, best);
             if (ms[best] > 0) best_ms = ms[best];
+            for (int32_t k = 0; k < nfit; k++)
+                if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0) c16_ms[i] = ms[k];
             l->time_ms = best_ms;
             free(key);
         }
@@ -361,6 +363,62 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
         if (!a.s.data || !ir_node_set_attr(m, &g->nodes[l->node], &a))
             return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
+    return KILN_OK;
+}
+
+/* A conv whose tactic leaves its data in NCHW or C16 at no cost (the C16 kernel, Winograd). */
+static bool c16_tactic(const char *t) {
+    return t && (!strcmp(t, CPU_CONV_TACTIC_C16) || !strcmp(t, CPU_CONV_TACTIC_WINOGRAD) ||
+                 !strcmp(t, CPU_CONV_TACTIC_WINOGRAD_F23));
+}
+
+/* Timed alone, over NCHW data, the C16 conv pays for copying its input and transposing its
+ * output, which it does not between other C16 convs; the GEMM it is timed against pays for
+ * packing either way. So a conv the C16 kernel can run (c16_ms[node] >= 0, its timing)
+ * takes it when it is chained to another such conv or a Winograd conv (its input's
+ * producer, its residual's, or a reader of its output): then layout_c16.c keeps their
+ * data in C16. ResNet-50 at batch 1 on the AVX-512 dev VM: the whole network from the
+ * first block on runs C16, +4.7% against a C16 layout limited to where each conv timed
+ * faster alone (docs/BENCHMARKS.md, "Session 14"). A conv with no such neighbour keeps
+ * its timed choice (prefer_c16's margin included). */
+static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double *c16_ms, kiln_error *err) {
+    int32_t *producer = malloc((size_t)(g->n_values + 1) * sizeof *producer);
+    bool *able = calloc((size_t)g->n_nodes + 1, sizeof *able);
+    if (!producer || !able) {
+        free(producer);
+        free(able);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t v = 0; v < g->n_values; v++) producer[v] = -1;
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+        for (int32_t k = 0; k < g->nodes[j].n_outputs; k++)
+            if (g->nodes[j].outputs[k] >= 0 && g->nodes[j].outputs[k] < g->n_values) producer[g->nodes[j].outputs[k]] = j;
+        able[j] = c16_ms[j] > 0 || (j < plan->n_layers && c16_tactic(plan->layers[j].tactic));
+    }
+    bool *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
+    if (!chained) {
+        free(producer);
+        free(able);
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+        const ir_node *n = &g->nodes[j];
+        if (!able[j]) continue;
+        int64_t res = ir_node_attr_int(n, "kiln_residual", -1);
+        int32_t ins[2] = {n->n_inputs > 0 ? n->inputs[0] : -1, res > 0 && res < n->n_inputs ? n->inputs[res] : -1};
+        for (int i = 0; i < 2; i++) /* an edge between two able convs chains both ends */
+            if (ins[i] >= 0 && ins[i] < g->n_values && producer[ins[i]] >= 0 && able[producer[ins[i]]])
+                chained[j] = chained[producer[ins[i]]] = true;
+    }
+    for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers; j++) {
+        engine_layer *l = &plan->layers[j];
+        if (!chained[j] || c16_ms[j] <= 0 || c16_tactic(l->tactic)) continue;
+        l->tactic = CPU_CONV_TACTIC_C16;
+        l->time_ms = c16_ms[j];
+    }
+    free(producer);
+    free(able);
+    free(chained);
     return KILN_OK;
 }
 
@@ -589,7 +647,9 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     if (o->run_passes) {
         st = build_run_passes(model, NULL, err);
         bool cuda = o->backend && !strcmp(o->backend, "cuda");
-        if (st == KILN_OK && !cuda) st = build_run_host_passes(model, NULL, err);
+        /* AVX-512F: the C16 layout, chosen with the tactics, replaces P16 (layout_c16.c) */
+        bool c16 = !cuda && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT");
+        if (st == KILN_OK && !cuda) st = build_run_host_passes_p16(model, c16, NULL, err);
         if (st == KILN_OK && cuda) {
             build_infer_types_quiet(model); /* the passes match on types */
             st = build_run_device_passes(model, NULL, err);
@@ -645,7 +705,16 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
     build_options cpu_o = *o;
     if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
-    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, err);
+    double *c16_ms = malloc((size_t)(model->graph->n_nodes + 1) * sizeof *c16_ms);
+    if (!c16_ms) {
+        st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i <= model->graph->n_nodes; i++) c16_ms[i] = -1;
+    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, c16_ms, err);
+    if (st == KILN_OK && !gpu && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT"))
+        st = chain_c16(model->graph, plan, c16_ms, err);
+    free(c16_ms);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
     if (st == KILN_OK && !gpu) st = mark_c16_layouts(model, plan, o, err);
     if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);

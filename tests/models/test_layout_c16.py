@@ -12,7 +12,9 @@ The graph holds each case the pass and the kernel must tell apart, on 14x14 and 
   output: C16 residual into an NCHW output);
   /f adds the graph input x (NCHW residual into a C16 output) -> v5 -> /g;
   /k has a fused Sigmoid (applied after the C16 store) -> v6 -> /m;
-  /n's output is also read by a ReduceMean: stays NCHW.
+  /n's output is also read by a ReduceMean: stays NCHW;
+  v2 -> /w (3x3 stride 1: Winograd or the C16 kernel, whichever timed faster; both read
+  and write C16) -> v8 -> /x (1x1 stride 2: reads v8 in place at its strides).
 The engine's per-node layout column (`kiln inspect ENGINE --json`) shows the marks; the
 outputs of `kiln exec --exportOutput` must match ONNX Runtime at batch 1 and 3, on 1 and 2
 threads, with the pass off (KILN_NO_C16_LAYOUT) and with the C16 kernel off at run time
@@ -31,7 +33,8 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[2]
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
 FORCE = {"KILN_C16_MARGIN": "1000"}
-OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "out_r": (1, 14, 14)}
+OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "out_r": (1, 14, 14),
+           "out_x": (48, 7, 7)}
 
 
 def avx512f():
@@ -54,7 +57,7 @@ def build_model(path):
 
     for name, m, c, k in (("Wa", 32, 32, 1), ("Wb", 32, 32, 1), ("Wc", 48, 32, 3), ("Wd", 48, 48, 1),
                           ("We", 48, 48, 1), ("Wf", 32, 32, 1), ("Wg", 16, 32, 1), ("Wk", 32, 32, 1),
-                          ("Wm", 32, 32, 1), ("Wn", 32, 32, 1), ("Wo", 32, 32, 1)):
+                          ("Wm", 32, 32, 1), ("Wn", 32, 32, 1), ("Ww", 32, 32, 3), ("Wx", 48, 32, 1)):
         weight(name, m, c, k)
 
     def conv(name, x, w, y, **attrs):
@@ -78,6 +81,8 @@ def build_model(path):
         conv("/m", "v6", "Wm", "m0"), add("/m_add", "m0", "v7", "out_m"),
         conv("/n", "x", "Wn", "v7"),
         helper.make_node("ReduceMean", ["v7"], ["out_r"], name="/r", axes=[1], keepdims=1),
+        conv("/w", "v2", "Ww", "w0", pads=[1, 1, 1, 1]), act("Relu", "/w_relu", "w0", "v8"),
+        conv("/x", "v8", "Wx", "out_x", strides=[2, 2]),
     ]
     batch = "N"
     g = helper.make_graph(nodes, "c16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32, 14, 14])],
@@ -117,7 +122,8 @@ def layouts(eng):
 def test_pass_marks_the_c16_region(model):
     lay = layouts(build(model, 1, {}, "marks"))
     expect = {"/a": "c16 out", "/b": "c16 in+out", "/c": "c16 in+out", "/d": "c16 in+out", "/e": "c16 in",
-              "/f": "c16 out", "/g": "c16 in", "/k": "c16 out", "/m": "c16 in", "/n": "nchw"}
+              "/f": "c16 out", "/g": "c16 in", "/k": "c16 out", "/m": "c16 in", "/n": "nchw",
+              "/w": "c16 in+out", "/x": "c16 in"}
     assert {k: lay.get(k) for k in expect} == expect
 
 

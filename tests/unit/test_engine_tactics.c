@@ -117,9 +117,9 @@ static bool has_tactic(const build_tactic *const *cands, int32_t n, const char *
     return false;
 }
 
-/* The channels-in-lanes direct conv is offered on AVX-512F exactly where the Conv kernel
- * would take it by default (cpu_conv_c16_candidate on the kernel's own geometry), never
- * without AVX-512F. */
+/* The channels-in-lanes direct conv is offered on AVX-512F where the Conv kernel takes it
+ * by default (cpu_conv_c16_candidate on the kernel's own geometry) and, for timing, over
+ * any other multiple of 16 input channels (cpu_conv_c16_offered); never without AVX-512F. */
 static void test_conv_c16_candidates(void **state) {
     (void)state;
     const build_tactic *cands[8];
@@ -154,13 +154,20 @@ static void test_conv_c16_candidates(void **state) {
     n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
     assert_false(has_tactic(cands, n, "conv_c16_direct"));
     ir_model_free(c.m);
-    /* a 1x1 over 16 channels with padding is no pointwise conv: not offered; without
-     * padding over a 32x32 image (1024 positions > 256): not offered either */
+    /* a 1x1 over 16 channels with padding, and one without over a 32x32 image (1024
+     * positions > 256): not the kernel's default, but offered for timing (a C16 region
+     * takes them, builder.c chain_c16); over 8 channels: not offered */
     make_conv(&c, 16, 32, 1, 1, 1);
     n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
-    assert_false(has_tactic(cands, n, "conv_c16_direct"));
+    assert_true(has_tactic(cands, n, "conv_c16_direct"));
     ir_model_free(c.m);
     make_conv(&c, 16, 32, 1, 1, 0);
+    n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
+    assert_int_equal(n, 2);
+    assert_string_equal(cands[0]->name, "conv_c16_direct");
+    assert_string_equal(cands[1]->name, "conv_pointwise_gemm");
+    ir_model_free(c.m);
+    make_conv(&c, 8, 32, 1, 1, 0);
     n = build_tactics_for_node(NULL, &c.q, avx512, cands, 8, &generic, gname);
     assert_int_equal(n, 1);
     assert_string_equal(cands[0]->name, "conv_pointwise_gemm");

@@ -133,15 +133,13 @@ bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, in
     return (deep || small_pointwise || stem) && cpu_conv_c16_applies(g, group, C, M);
 }
 
-/* Where the builder also times it: the unpadded strided 1x1 convs over small outputs
- * (ResNet's downsamples into the 14x14 and 7x7 stages). Over NCHW data they ran 0.83-0.99
- * of the GEMM's speed, so they are not the default; in a C16 region (layout_c16.c) they
- * read the input in place at their strides, with neither the GEMM's subsampled copy nor
- * any packing. */
+/* Where the builder also times it: every conv over a multiple of 16 channels, 1x1 ones
+ * over large images and strided ones included. Over NCHW data those ran 0.51-0.99 of the
+ * GEMM's speed, so they are not the default; in a C16 region (layout_c16.c) they read
+ * their input in place (at their strides) and store their tiles as they are, with no
+ * packing, copy or transpose, and the builder takes them there (builder.c, chained_c16). */
 bool cpu_conv_c16_offered(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
-    bool strided_1x1 = C % 16 == 0 && g->k[0] == 1 && g->k[1] == 1 && (g->stride[0] > 1 || g->stride[1] > 1) &&
-                       !g->pad0[0] && !g->pad0[1] && !g->pad1[0] && !g->pad1[1] && g->out[0] * g->out[1] <= 256;
-    return cpu_conv_c16_candidate(g, group, C, M) || (strided_1x1 && cpu_conv_c16_applies(g, group, C, M));
+    return cpu_conv_c16_candidate(g, group, C, M) || (C % 16 == 0 && cpu_conv_c16_applies(g, group, C, M));
 }
 
 /* layout: kiln_c16's bits (CPU_C16_X / _Y / _RES), 0 for NCHW data */

@@ -39,8 +39,8 @@ kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
  * a multiple of 16 input channels, or a 7-wide undilated kernel over fewer than 16 (RGB
  * stems). */
 bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
-/* Where the builder offers tactic conv_c16_direct: the candidates and, timed only, the
- * small unpadded strided 1x1 convs. */
+/* Where the builder offers tactic conv_c16_direct: the candidates and, timed only, any
+ * other conv over a multiple of 16 channels it takes. */
 bool cpu_conv_c16_offered(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 
 /* Depthwise 2-D conv of nc <= 8 channels at once (cpu_conv_dw_avx2.c): output rows
