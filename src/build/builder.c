@@ -372,6 +372,16 @@ static bool c16_tactic(const char *t) {
                  !strcmp(t, CPU_CONV_TACTIC_WINOGRAD_F23));
 }
 
+/* A 2-D MaxPool without the Indices output: the CPU runs it on C16 data (cpu_pool.c) as
+ * on NCHW, so ResNet's stem pool joins the region (the stem's 3.2 MB output is stored as
+ * it is computed, and the first block's convs read the pool's output in place). */
+static bool c16_pool(const ir_graph *g, const ir_node *n) {
+    if (strcmp(n->op_type, "MaxPool") || (n->domain && n->domain[0]) || n->n_inputs < 1 || n->n_outputs < 1) return false;
+    if (n->n_outputs > 1 && n->outputs[1] != IR_NONE) return false;
+    int32_t x = n->inputs[0];
+    return x >= 0 && x < g->n_values && g->values[x].type.rank == 4;
+}
+
 /* Timed alone, over NCHW data, the C16 conv pays for copying its input and transposing its
  * output, which it does not between other C16 convs; the GEMM it is timed against pays for
  * packing either way. So a conv the C16 kernel can run (c16_ms[node] >= 0, its timing)
@@ -393,7 +403,7 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double 
     for (int32_t j = 0; j < g->n_nodes; j++) {
         for (int32_t k = 0; k < g->nodes[j].n_outputs; k++)
             if (g->nodes[j].outputs[k] >= 0 && g->nodes[j].outputs[k] < g->n_values) producer[g->nodes[j].outputs[k]] = j;
-        able[j] = c16_ms[j] > 0 || (j < plan->n_layers && c16_tactic(plan->layers[j].tactic));
+        able[j] = c16_ms[j] > 0 || (j < plan->n_layers && c16_tactic(plan->layers[j].tactic)) || c16_pool(g, &g->nodes[j]);
     }
     bool *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
     if (!chained) {
@@ -434,7 +444,8 @@ static kiln_status mark_c16_layouts(ir_model *m, engine_plan *plan, const build_
          * and writes C16 as cheaply as NCHW */
         bool c16 = l->tactic && (!strcmp(l->tactic, CPU_CONV_TACTIC_C16) || !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD) ||
                                  !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD_F23));
-        if (c16 && l->node >= 0 && l->node < m->graph->n_nodes) c16_conv[l->node] = true;
+        if (l->node >= 0 && l->node < m->graph->n_nodes && (c16 || c16_pool(m->graph, &m->graph->nodes[l->node])))
+            c16_conv[l->node] = true;
     }
     kiln_status st = build_pass_layout_c16(m, c16_conv, NULL, err);
     free(c16_conv);

@@ -14,7 +14,9 @@ The graph holds each case the pass and the kernel must tell apart, on 14x14 and 
   /k has a fused Sigmoid (applied after the C16 store) -> v6 -> /m;
   /n's output is also read by a ReduceMean: stays NCHW;
   v2 -> /w (3x3 stride 1: Winograd or the C16 kernel, whichever timed faster; both read
-  and write C16) -> v8 -> /x (1x1 stride 2: reads v8 in place at its strides).
+  and write C16) -> v8 -> /x (1x1 stride 2: reads v8 in place at its strides);
+  v1 -> MaxPool /p (3x3/2, padded: the 16-channel kernel) -> v10 -> /q; v2 -> MaxPool /s
+  whose output is a graph output (C16 in, NCHW out: the converting fallback).
 The engine's per-node layout column (`kiln inspect ENGINE --json`) shows the marks; the
 outputs of `kiln exec --exportOutput` must match ONNX Runtime at batch 1 and 3, on 1 and 2
 threads, with the pass off (KILN_NO_C16_LAYOUT) and with the C16 kernel off at run time
@@ -34,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
 FORCE = {"KILN_C16_MARGIN": "1000"}
 OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "out_r": (1, 14, 14),
-           "out_x": (48, 7, 7)}
+           "out_x": (48, 7, 7), "out_q": (32, 7, 7), "out_s": (32, 13, 13)}
 
 
 def avx512f():
@@ -57,7 +59,7 @@ def build_model(path):
 
     for name, m, c, k in (("Wa", 32, 32, 1), ("Wb", 32, 32, 1), ("Wc", 48, 32, 3), ("Wd", 48, 48, 1),
                           ("We", 48, 48, 1), ("Wf", 32, 32, 1), ("Wg", 16, 32, 1), ("Wk", 32, 32, 1),
-                          ("Wm", 32, 32, 1), ("Wn", 32, 32, 1), ("Ww", 32, 32, 3), ("Wx", 48, 32, 1)):
+                          ("Wm", 32, 32, 1), ("Wn", 32, 32, 1), ("Ww", 32, 32, 3), ("Wx", 48, 32, 1), ("Wq", 32, 32, 1)):
         weight(name, m, c, k)
 
     def conv(name, x, w, y, **attrs):
@@ -83,6 +85,10 @@ def build_model(path):
         helper.make_node("ReduceMean", ["v7"], ["out_r"], name="/r", axes=[1], keepdims=1),
         conv("/w", "v2", "Ww", "w0", pads=[1, 1, 1, 1]), act("Relu", "/w_relu", "w0", "v8"),
         conv("/x", "v8", "Wx", "out_x", strides=[2, 2]),
+        helper.make_node("MaxPool", ["v1"], ["v10"], name="/p", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        conv("/q", "v10", "Wq", "out_q"),
+        helper.make_node("MaxPool", ["v2"], ["out_s"], name="/s", kernel_shape=[2, 2]),
     ]
     batch = "N"
     g = helper.make_graph(nodes, "c16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32, 14, 14])],
@@ -116,14 +122,14 @@ def build(model, batch, env, name):
 
 def layouts(eng):
     j = json.loads(run(["inspect", "--json", eng]).stdout)
-    return {n["name"]: n["layout"] for n in j["nodes"] if n["op"] == "Conv"}
+    return {n["name"]: n["layout"] for n in j["nodes"] if n["op"] in ("Conv", "MaxPool")}
 
 
 def test_pass_marks_the_c16_region(model):
     lay = layouts(build(model, 1, {}, "marks"))
     expect = {"/a": "c16 out", "/b": "c16 in+out", "/c": "c16 in+out", "/d": "c16 in+out", "/e": "c16 in",
               "/f": "c16 out", "/g": "c16 in", "/k": "c16 out", "/m": "c16 in", "/n": "nchw",
-              "/w": "c16 in+out", "/x": "c16 in"}
+              "/w": "c16 in+out", "/x": "c16 in", "/p": "c16 in+out", "/q": "c16 in", "/s": "c16 in"}
     assert {k: lay.get(k) for k in expect} == expect
 
 

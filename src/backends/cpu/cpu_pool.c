@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_pool.h"
 #include "backends/cpu/cpu_via_f32.h"
@@ -173,6 +174,56 @@ static void pool_run(void *user, int64_t begin, int64_t end) {
     }
 }
 
+/* ---- MaxPool over C16 data (layout_c16.c marks it between C16 convs) --------------- */
+
+typedef struct c16_pool_job {
+    cpu_pool_win w;
+    const float *x;
+    float *y;
+} c16_pool_job;
+
+/* rows: (image and channel block, output row) */
+static void c16_pool_run(void *user, int64_t r0, int64_t r1) {
+    const c16_pool_job *j = user;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t blk = r / j->w.OH;
+        cpu_pool_max_c16_avx512(&j->w, j->x + blk * j->w.H * j->w.W * 16, j->y + blk * j->w.OH * j->w.OW * 16,
+                                r % j->w.OH);
+    }
+}
+
+static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out, int kind);
+
+static kiln_status maxpool_nchw(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                                int32_t n_out, int unused) {
+    (void)unused;
+    return pool_common(ctx, inputs, n_in, outputs, n_out, POOL_MAX);
+}
+
+/* A MaxPool marked kiln_c16 (bits: 1 input, 2 output, as a Conv's): C16 in and out with
+ * AVX-512F runs the 16-channel kernel; anything else converts (cpu_conv_p16.c). */
+static kiln_status maxpool_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                               int32_t n_out, int64_t c16) {
+    const rt_tensor *x = cpu_in(inputs, n_in, 0);
+    bool fast = (c16 & 3) == 3 && x && x->dtype == KILN_DTYPE_FLOAT && x->rank == 4 && x->dims[1] % 16 == 0 &&
+                (cpu_features() & CPU_FEATURE_AVX512F) && (n_out < 2 || !ctx->node || ctx->node->n_outputs < 2 ||
+                                                          ctx->node->outputs[1] == IR_NONE);
+    if (!fast) return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, c16, true, maxpool_nchw, 0);
+    cpu_conv_geom g;
+    kiln_status st = cpu_conv_geom_init(ctx, CPU_GEOM_POOL, 2, x->dims + 2, NULL, &g);
+    if (st != KILN_OK) return st;
+    int64_t ydims[4] = {x->dims[0], x->dims[1], g.out[0], g.out[1]};
+    rt_tensor *y = rt_value_as_tensor(&outputs[0]);
+    if ((st = rt_tensor_alloc(y, KILN_DTYPE_FLOAT, 4, ydims, ctx->err)) != KILN_OK || y->count == 0) return st;
+    c16_pool_job j = {{g.in[0], g.in[1], g.out[0], g.out[1], g.k[0], g.k[1], g.stride[0], g.stride[1], g.pad0[0],
+                       g.pad0[1], g.dil[0], g.dil[1]},
+                      x->data,
+                      y->data};
+    cpu_parallel_for(ctx->pool, x->dims[0] * (x->dims[1] / 16) * g.out[0], 4, c16_pool_run, &j);
+    return KILN_OK;
+}
+
 static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                                int32_t n_out, int kind) {
     const rt_tensor *x = cpu_in(inputs, n_in, 0);
@@ -211,6 +262,8 @@ static kiln_status pool_common(cpu_kernel_ctx *ctx, const rt_value *const *input
 
 kiln_status cpu_maxpool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                         int32_t n_out) {
+    int64_t c16 = ctx->node ? ir_node_attr_int(ctx->node, "kiln_c16", 0) : 0;
+    if (c16) return maxpool_c16(ctx, inputs, n_in, outputs, n_out, c16);
     return pool_common(ctx, inputs, n_in, outputs, n_out, POOL_MAX);
 }
 kiln_status cpu_averagepool(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,

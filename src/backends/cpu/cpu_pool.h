@@ -57,4 +57,13 @@ void cpu_pool_vmax_avx512(const float *const *rows, int32_t n, int64_t W, float 
 void cpu_pool_hmax_avx512(const float *r, int64_t ow0, int64_t ow1, int64_t s, int64_t p0, int64_t k, int64_t d,
                           float *y);
 
+/* A 2-D MaxPool over C16 data (cpu_c16.h; the CPU layout pass marks it, layout_c16.c):
+ * output row oh of one channel block, x its input block [H][W][16] and y its output
+ * block [OH][OW][16], 16 channels per vector; the same results as above. win: kernel
+ * (kh, kw), strides (sh, sw), leading pads (pt, pl), dilations (dh, dw). AVX-512F only. */
+typedef struct cpu_pool_win {
+    int64_t H, W, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw;
+} cpu_pool_win;
+void cpu_pool_max_c16_avx512(const cpu_pool_win *w, const float *x, float *y, int64_t oh);
+
 #endif

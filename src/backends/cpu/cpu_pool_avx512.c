@@ -10,6 +10,7 @@
  * cpu_gemm_avx512_usable().
  */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "backends/cpu/cpu_pool.h"
 
@@ -64,4 +65,58 @@ void cpu_pool_hmax_avx512(const float *r, int64_t ow0, int64_t ow1, int64_t s, i
         }
     }
     cpu_pool_hmax_scalar(r, ow, ow1, s, p0, k, d, y);
+}
+
+/* Separably, as the NCHW rows above: the maximum over the window's valid input rows for
+ * every input column (one vector per column, into a stack row of up to C16_ROW_MAX
+ * columns), then over each output's valid columns of that row. */
+#define C16_ROW_MAX 512
+void cpu_pool_max_c16_avx512(const cpu_pool_win *w, const float *x, float *y, int64_t oh) {
+    int64_t h0 = oh * w->sh - w->pt;
+    const float *rows[64];
+    int n = 0;
+    for (int64_t a = 0; a < w->kh && n < 64; a++) {
+        int64_t ih = h0 + a * w->dh;
+        if (ih >= 0 && ih < w->H) rows[n++] = x + ih * w->W * 16;
+    }
+    float *yr = y + oh * w->OW * 16;
+    if (n == 0 || w->W > C16_ROW_MAX || w->kh > 64) { /* all padding (-inf), or the window loop */
+        for (int64_t ow = 0; ow < w->OW; ow++) {
+            int64_t w0 = ow * w->sw - w->pl;
+            __m512 acc = _mm512_set1_ps(-__builtin_inff());
+            bool any = false;
+            for (int64_t a = 0; a < w->kh; a++) {
+                int64_t ih = h0 + a * w->dh;
+                if (ih < 0 || ih >= w->H) continue;
+                for (int64_t b = 0; b < w->kw; b++) {
+                    int64_t iw = w0 + b * w->dw;
+                    if (iw < 0 || iw >= w->W) continue;
+                    __m512 v = _mm512_loadu_ps(x + (ih * w->W + iw) * 16);
+                    acc = any ? vmaxn(v, acc) : v;
+                    any = true;
+                }
+            }
+            _mm512_storeu_ps(yr + ow * 16, acc);
+        }
+        return;
+    }
+    _Alignas(64) float r[C16_ROW_MAX * 16];
+    for (int64_t iw = 0; iw < w->W; iw++) {
+        __m512 acc = _mm512_loadu_ps(rows[0] + iw * 16);
+        for (int k = 1; k < n; k++) acc = vmaxn(_mm512_loadu_ps(rows[k] + iw * 16), acc);
+        _mm512_store_ps(r + iw * 16, acc);
+    }
+    for (int64_t ow = 0; ow < w->OW; ow++) {
+        int64_t w0 = ow * w->sw - w->pl;
+        __m512 acc = _mm512_set1_ps(-__builtin_inff());
+        bool any = false;
+        for (int64_t b = 0; b < w->kw; b++) {
+            int64_t iw = w0 + b * w->dw;
+            if (iw < 0 || iw >= w->W) continue;
+            __m512 v = _mm512_load_ps(r + iw * 16);
+            acc = any ? vmaxn(v, acc) : v;
+            any = true;
+        }
+        _mm512_storeu_ps(yr + ow * 16, acc);
+    }
 }

@@ -17,6 +17,8 @@
  *  - its producer is a Conv that runs the C16 kernel (c16_conv[node], from the tactic),
  *  - every reader is such a Conv reading it as its input X or its fused residual
  *    (kiln_residual), and it is not a graph output or read by a subgraph.
+ * A 2-D MaxPool without Indices counts as such a conv (c16_conv marks it; cpu_pool.c runs
+ * it on C16 data), so a stem conv -> MaxPool -> block chain stays C16 throughout.
  * A conv's input, output and residual take their layouts independently (where a region
  * starts or ends at a residual block, the kernel adds an NCHW residual to a C16 output,
  * or a C16 one to an NCHW output).
