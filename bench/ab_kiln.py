@@ -89,7 +89,13 @@ def run_step(sides, args, envs):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_cpu
     rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in parse_shapes(args.shapes).items()}
+    shapes = parse_shapes(args.shapes)
+    if args.zoo:  # the zoo model's own inputs (BERT's are int64 token ids and masks)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+        import make_zoo
+        feeds = make_zoo.make_inputs(args.zoo, next(iter(shapes.values()))[0])
+    else:
+        feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in shapes.items()}
     steps = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -132,6 +138,8 @@ def main():
     p.add_argument("--by", choices=["class", "node"], default="class")
     p.add_argument("--top", type=int, default=14, help="rows to print")
     p.add_argument("--step", action="store_true", help="end to end, engines kept loaded in kiln_step")
+    p.add_argument("--zoo", help="with --step: feed this zoo model's inputs (tools/make_zoo.py), e.g. bert; "
+                                 "default float32 normal values")
     p.add_argument("--env-a", help="NAME=VALUE[,...] for side A")
     p.add_argument("--env-b", help="NAME=VALUE[,...] for side B")
     args = p.parse_args()
