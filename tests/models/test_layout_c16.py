@@ -152,3 +152,24 @@ def test_outputs_match_onnxruntime(model, batch, threads, build_env, run_env):
     ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     for name, want in zip(OUTPUTS, ref):
         np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_dynamic_batch_profile_matches_onnxruntime(model):
+    """One engine for batches 1-4 (built at 2): the C16 convs and pools take each run's
+    batch, and the outputs still match ONNX Runtime at 1 and 4."""
+    import onnxruntime as ort
+    eng = model / "dyn.engine"
+    run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", "--minShapes=x:1x32x14x14",
+         "--optShapes=x:2x32x14x14", "--maxShapes=x:4x32x14x14", "--skipInference"], FORCE)
+    assert "c16 in+out" in layouts(eng).values()
+    sess = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"])
+    for batch in (1, 4):
+        x = np.random.default_rng(10 + batch).standard_normal((batch, 32, 14, 14)).astype(np.float32)
+        np.save(model / "xd.npy", x)
+        out = model / "outd.json"
+        run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x32x14x14", f"--loadInputs=x:{model / 'xd.npy'}",
+             "--threads=2", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"])
+        got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
+        for name, want in zip(OUTPUTS, sess.run(None, {"x": x})):
+            np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{name} batch {batch}")
