@@ -658,7 +658,8 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     if (o->run_passes) {
         st = build_run_passes(model, NULL, err);
         bool cuda = o->backend && !strcmp(o->backend, "cuda");
-        /* AVX-512F: the C16 layout, chosen with the tactics, replaces P16 (layout_c16.c) */
+        /* AVX-512F: the C16 layout, chosen with the tactics, serves the dense convs; P16
+         * stays only around depthwise convs (layout_p16.c) */
         bool c16 = !cuda && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT");
         if (st == KILN_OK && !cuda) st = build_run_host_passes_p16(model, c16, NULL, err);
         if (st == KILN_OK && cuda) {

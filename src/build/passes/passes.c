@@ -76,7 +76,7 @@ kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln
     return build_run_host_passes_p16(model, false, stats, err);
 }
 
-kiln_status build_run_host_passes_p16(ir_model *model, bool no_p16, build_pass_stats *stats, kiln_error *err) {
+kiln_status build_run_host_passes_p16(ir_model *model, bool c16_target, build_pass_stats *stats, kiln_error *err) {
     if (!model || !model->graph) return KILN_OK;
     kiln_status st = KILN_OK;
     if (!getenv("KILN_NO_FUSE_ATTENTION")) {
@@ -89,9 +89,9 @@ kiln_status build_run_host_passes_p16(ir_model *model, bool no_p16, build_pass_s
     if (st == KILN_OK && !getenv("KILN_NO_FOLD_SCALE")) st = build_pass_fold_scale(model, NULL, stats, err);
     if (st == KILN_OK) st = pass_drop_unread_initializers(model->graph, NULL, err);
     /* last: it marks nodes as they finally are (fused residuals included) */
-    if (st == KILN_OK && !no_p16 && !getenv("KILN_NO_P16")) {
+    if (st == KILN_OK && !getenv("KILN_NO_P16")) {
         build_infer_types_quiet(model);
-        st = build_pass_layout_p16(model, NULL, err);
+        st = build_pass_layout_p16_mode(model, c16_target, NULL, err);
     }
     return st;
 }

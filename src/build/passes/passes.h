@@ -89,14 +89,16 @@ kiln_status build_run_device_passes(ir_model *model, build_pass_stats *stats, ki
  * first (the attention match needs them). Run by the session for host backends and by
  * the builder for cpu engines, so both execute the same graph. stats may be NULL. */
 kiln_status build_run_host_passes(ir_model *model, build_pass_stats *stats, kiln_error *err);
-/* The same, with the P16 layout pass left out when no_p16: the builder's for AVX-512F
- * engines, where the C16 layout (chosen after the tactics) takes its place. */
-kiln_status build_run_host_passes_p16(ir_model *model, bool no_p16, build_pass_stats *stats, kiln_error *err);
+/* The same with the P16 pass depthwise-only when c16_target: the builder's for AVX-512F
+ * engines, where the C16 layout (chosen after the tactics) serves the dense convs. */
+kiln_status build_run_host_passes_p16(ir_model *model, bool c16_target, build_pass_stats *stats, kiln_error *err);
 
 /* The CPU's P16 activation layout between 1x1 convs (layout_p16.c): marks producer and
  * readers with kiln_p16 bits; *marked (may be NULL) counts the values. Reads value types
  * (run type inference first). KILN_NO_P16 in the environment skips it. */
 kiln_status build_pass_layout_p16(ir_model *model, int32_t *marked, kiln_error *err);
+/* The same, marking only values a depthwise conv reads or writes when depthwise_only. */
+kiln_status build_pass_layout_p16_mode(ir_model *model, bool depthwise_only, int32_t *marked, kiln_error *err);
 /* The CPU's C16 activation layout between channels-in-lanes convs (layout_c16.c), run by
  * the builder after the tactics: c16_conv[node] says which nodes run the C16 conv kernel.
  * Marks producer and readers with kiln_c16 bits; *marked (may be NULL) counts the values. */
