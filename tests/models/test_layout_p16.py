@@ -114,13 +114,16 @@ def model(tmp_path_factory):
 
 
 def run(args, env=None):
-    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, **(env or {})})
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}  # None: unset
+    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
     return p
 
 
 def layouts(model, env=None):
+    """Conv name -> layout column. KILN_NO_C16_LAYOUT=1 unless env says otherwise: on
+    AVX-512F the C16 layout (layout_c16.c) takes the dense 1x1 chains P16 gets elsewhere."""
+    env = {"KILN_NO_C16_LAYOUT": "1", **(env or {})}
     eng = model / "m.engine"
     shapes = ",".join(f"{n}:1x" + "x".join(map(str, s)) for n, s in INPUTS.items())
     run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", f"--shapes={shapes}", "--skipInference"],
@@ -146,6 +149,22 @@ def test_pass_runs_p16_through_stride1_depthwise_convs(model):
     assert lay["/r"] == "p16 in"      # its output is read by the stride-2 /s
     for name in ("/s", "/h", "/k", "/m", "/n"):
         assert lay[name] == "nchw", (name, lay[name])
+
+
+def avx512f():
+    try:
+        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
+    except OSError:
+        return False
+
+
+def test_avx512_builds_keep_p16_around_depthwise_convs(model):
+    """With the C16 layout on (the default), an AVX-512F build marks P16 only where a
+    depthwise conv reads or writes; elsewhere the same as without it."""
+    lay = layouts(model, {"KILN_NO_C16_LAYOUT": None})
+    assert lay["/p"] == "p16 out" and lay["/q"] == "p16 in+out" and lay["/r"] == "p16 in", lay
+    if avx512f():
+        assert not any(v.startswith("p16") for k, v in lay.items() if k in ("/a", "/b", "/c", "/e")), lay
 
 
 def test_pass_off_leaves_nchw(model):

@@ -63,22 +63,35 @@ def model(path):
     return path
 
 
+def avx512f():
+    try:
+        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    """Two engines of the model: the default one (on AVX-512F the C16 region,
+    layout_c16.c) and one with KILN_NO_C16_LAYOUT=1 (the P16 layout between the 1x1
+    convs, as on AVX2 machines)."""
     if not Path(KILN).exists():
         pytest.skip(f"kiln binary not found at {KILN}")
     d = tmp_path_factory.mktemp("convbatch")
     m = model(d / "convs.onnx")
-    engine = d / "convs.engine"
-    p = subprocess.run([KILN, "exec", f"--onnx={m}", f"--saveEngine={engine}", "--minShapes=x:1x3x32x32",
-                        "--optShapes=x:8x3x32x32", "--maxShapes=x:9x3x32x32", "--iterations=1", "--duration=0",
-                        "--warmUp=0"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return d, m, engine
+    engines = {}
+    for kind, env in (("default", {}), ("p16", {"KILN_NO_C16_LAYOUT": "1"})):
+        engine = d / f"convs_{kind}.engine"
+        p = subprocess.run([KILN, "exec", f"--onnx={m}", f"--saveEngine={engine}", "--minShapes=x:1x3x32x32",
+                            "--optShapes=x:8x3x32x32", "--maxShapes=x:9x3x32x32", "--iterations=1", "--duration=0",
+                            "--warmUp=0"], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+        assert p.returncode == 0, p.stdout + p.stderr
+        engines[kind] = engine
+    return d, m, engines
 
 
 def run(d, engine, x, threads):
-    xf, out = d / f"x{len(x)}.npy", d / f"out_{len(x)}_{threads}.json"
+    xf, out = d / f"x{len(x)}.npy", d / f"out_{len(x)}_{threads}_{engine.stem}.json"
     np.save(xf, x)
     p = subprocess.run([KILN, "exec", f"--loadEngine={engine}", f"--shapes=x:{len(x)}x3x32x32", f"--loadInputs=x:{xf}",
                         f"--exportOutput={out}", f"--threads={threads}", "--iterations=2", "--duration=0",
@@ -87,41 +100,56 @@ def run(d, engine, x, threads):
     return np.array(json.loads(out.read_text())[0]["values"], dtype=np.float32).reshape(len(x), 40, 4, 4)
 
 
+@pytest.mark.parametrize("kind", ["default", "p16"])
 @pytest.mark.parametrize("batch,threads", [(8, 1), (8, 2), (9, 2), (9, 3), (8, 3), (3, 2), (1, 2)])
-def test_batched_convs_match_onnxruntime(built, batch, threads):
+def test_batched_convs_match_onnxruntime(built, batch, threads, kind):
     import onnxruntime as ort
-    d, m, engine = built
+    d, m, engines = built
     x = np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)
-    got = run(d, engine, x, threads)
+    got = run(d, engines[kind], x, threads)
     ref = ort.InferenceSession(str(m), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
 
 
-def test_model_covers_the_conv_kinds(built):
-    """The kinds the docstring names are the ones kiln picked (kiln inspect's layer table),
-    so a change in the layout pass or the tactics cannot quietly take coverage away."""
-    _, _, engine = built
+def conv_rows(engine):
     p = subprocess.run([KILN, "inspect", str(engine)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {}
     for line in p.stdout.splitlines():
-        m = re.match(r"\s*\d+\s+(\S+)\s+Conv\s+\S+\s+(nchw|p16 in\+out|p16 in|p16 out)\s+(\S+)", line)
+        m = re.match(r"\s*\d+\s+(\S+)\s+Conv\s+\S+\s+(nchw|[pc]16 in\+out|[pc]16 in|[pc]16 out)\s+(\S+)", line)
         if m:
             rows[m.group(1)] = (m.group(2), m.group(3))
-    assert rows.get("expand", ("",))[0] == "p16 out", p.stdout
-    assert rows.get("mid", ("",))[0] == "p16 in+out", p.stdout
-    assert rows.get("proj", ("",))[0] == "p16 in", p.stdout
+    return rows, p.stdout
+
+
+def test_model_covers_the_conv_kinds(built):
+    """The kinds the docstring names are the ones kiln picked (kiln inspect's layer table),
+    so a change in the layout passes or the tactics cannot quietly take coverage away."""
+    _, _, engines = built
+    rows, out = conv_rows(engines["p16"])
+    assert rows.get("expand", ("",))[0] == "p16 out", out
+    assert rows.get("mid", ("",))[0] == "p16 in+out", out
+    assert rows.get("proj", ("",))[0] == "p16 in", out
     # the 3x3 stride-1 conv: Winograd, or on AVX-512 the channels-in-lanes direct conv where
-    # the builder timed that faster (it did on the GPU host's Xeon for this 16x16 image;
-    # tests/unit/test_conv_winograd.c covers Winograd at batch 3 either way)
-    assert rows.get("wino", ("", ""))[1].startswith(("conv_winograd", "conv_c16_direct")), p.stdout
-    for name in ("down1", "grouped"):
-        assert rows.get(name, ("", ""))[1] == "conv_im2col_gemm", (name, p.stdout)
-    # the 7x7 stem and the 3x3/2 conv: on AVX-512 the builder times the channels-in-lanes
-    # direct conv against the implicit GEMM and keeps the faster
+    # the builder timed that faster (tests/unit/test_conv_winograd.c covers Winograd at
+    # batch 3 either way)
+    assert rows.get("wino", ("", ""))[1].startswith(("conv_winograd", "conv_c16_direct")), out
+    assert rows.get("grouped", ("", ""))[1] == "conv_im2col_gemm", out
+    # the stem, the 3x3/2 and 1x1/2 convs: on AVX-512 the builder times the
+    # channels-in-lanes direct conv against the implicit GEMM and keeps the faster
     # (tests/unit/test_conv_c16.c checks the former at batch 2 and 1-3 threads against a
     # reference); the 1x1 convs over 8x8 and 4x4 images likewise against the pointwise GEMM
-    for name in ("stem", "down3"):
-        assert rows.get(name, ("", ""))[1] in ("conv_im2col_gemm", "conv_c16_direct"), (name, p.stdout)
+    for name in ("stem", "down3", "down1"):
+        assert rows.get(name, ("", ""))[1] in ("conv_im2col_gemm", "conv_c16_direct"), (name, out)
     for name in ("pw8", "pw4"):
-        assert rows.get(name, ("", ""))[1] in ("conv_pointwise_gemm", "conv_c16_direct"), (name, p.stdout)
+        assert rows.get(name, ("", ""))[1] in ("conv_pointwise_gemm", "conv_c16_direct"), (name, out)
+    if not avx512f():
+        print("no AVX-512F here: the default engine has no C16 region to check")
+        return
+    # the default engine on AVX-512F: the chain of dense convs from the stem on is one C16
+    # region (the C16 kernel or Winograd), up to the grouped conv
+    rows, out = conv_rows(engines["default"])
+    for name in ("expand", "mid", "proj", "wino", "down3", "down1"):
+        assert rows.get(name, ("", ""))[0] == "c16 in+out", (name, out)
+    assert rows.get("stem", ("", ""))[0] == "c16 out", out
+    assert rows.get("pw8", ("", ""))[0] == "c16 in", out
