@@ -60,15 +60,6 @@ static int64_t reader_bits(const ir_node *r, int32_t v) {
     return bits;
 }
 
-static bool mark(ir_model *model, ir_node *n, int64_t bits) {
-    ir_attr a;
-    memset(&a, 0, sizeof a);
-    a.name = "kiln_c16";
-    a.type = IR_ATTR_INT;
-    a.i = ir_node_attr_int(n, "kiln_c16", 0) | bits;
-    return ir_node_set_attr(model, n, &a);
-}
-
 /* Clears c16[] where a reader cannot take the value. */
 static void settle(const ir_graph *g, const bool *c16_conv, bool *c16) {
     for (int32_t j = 0; j < g->n_nodes; j++) {
@@ -109,7 +100,8 @@ kiln_status build_pass_layout_c16(ir_model *model, const bool *c16_conv, int32_t
         }
         for (int32_t k = 0; k < n->n_inputs; k++)
             if (valid_value(g, n->inputs[k]) && c16[n->inputs[k]]) bits |= reader_bits(n, n->inputs[k]);
-        if (bits && !mark(model, n, bits)) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory marking C16 layouts");
+        if (bits && !pass_or_int_attr(model, n, "kiln_c16", bits))
+            st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory marking C16 layouts");
     }
     free(c16);
     pass_uses_free(&u);

@@ -108,16 +108,6 @@ static bool p16_shape(const ir_value *v) {
     return hw > 0 && hw % 16 == 0;
 }
 
-/* ORs bits into node n's int attribute kiln_p16. */
-static bool mark(ir_model *model, ir_node *n, int64_t bits) {
-    ir_attr a;
-    memset(&a, 0, sizeof a);
-    a.name = "kiln_p16";
-    a.type = IR_ATTR_INT;
-    a.i = ir_node_attr_int(n, "kiln_p16", 0) | bits;
-    return ir_node_set_attr(model, n, &a);
-}
-
 /* The bits reader r needs for value v, or 0 when it cannot read v in P16. */
 static int64_t reader_bits(const ir_graph *g, const ir_node *r, int32_t v) {
     if (depthwise_conv(g, r)) {
@@ -195,7 +185,7 @@ kiln_status build_pass_layout_p16_mode(ir_model *model, bool depthwise_only, int
                 bits[j] |= reader_bits(g, n, n->inputs[k]);
     }
     for (int32_t j = 0; j < g->n_nodes && st == KILN_OK; j++)
-        if (bits[j] && !mark(model, &g->nodes[j], bits[j]))
+        if (bits[j] && !pass_or_int_attr(model, &g->nodes[j], "kiln_p16", bits[j]))
             st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory marking P16 layouts");
     free(p16);
     free(bits);

@@ -274,3 +274,12 @@ kiln_status pass_append_unary(ir_model *m, ir_graph *g, pass_inserted *ins, cons
     ins->after[ins->n++] = after;
     return KILN_OK;
 }
+
+bool pass_or_int_attr(ir_model *model, ir_node *n, const char *name, int64_t bits) {
+    ir_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = name;
+    a.type = IR_ATTR_INT;
+    a.i = ir_node_attr_int(n, name, 0) | bits;
+    return ir_node_set_attr(model, n, &a);
+}

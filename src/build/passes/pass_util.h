@@ -57,6 +57,9 @@ static inline const ir_tensor *pass_const(const ir_graph *g, int32_t v) {
 
 /* Whether the node has any graph attribute. */
 bool pass_has_subgraph(const ir_node *n);
+/* ORs bits into node n's int attribute `name` (the layout passes' kiln_p16 / kiln_c16);
+ * false when out of memory. */
+bool pass_or_int_attr(ir_model *model, ir_node *n, const char *name, int64_t bits);
 
 /* Nodes a pass inserts: appended to the node list as they are made, each with the
  * original node it must follow (after[j], -1 = before every node); placed at the end of
