@@ -366,7 +366,15 @@ static kiln_status mark_tactics(ir_model *m, engine_plan *plan, const build_opti
     return KILN_OK;
 }
 
-/* A conv whose tactic leaves its data in NCHW or C16 at no cost (the C16 kernel, Winograd). */
+/* Whether a build keeps activations in C16 (layout_c16.c): CPU engines for AVX-512F, the
+ * only machines the C16 kernels run on, unless KILN_NO_C16_LAYOUT is set. It decides the
+ * P16 pass's mode, the chained C16 tactics and the C16 marks alike. */
+static bool c16_layout_target(const build_options *o, bool gpu) {
+    return !gpu && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT");
+}
+
+/* A conv whose tactic leaves its data in NCHW or C16 at no cost (the C16 kernel, and
+ * Winograd, which blocks channels by 8 anyway). */
 static bool c16_tactic(const char *t) {
     return t && (!strcmp(t, CPU_CONV_TACTIC_C16) || !strcmp(t, CPU_CONV_TACTIC_WINOGRAD) ||
                  !strcmp(t, CPU_CONV_TACTIC_WINOGRAD_F23));
@@ -393,10 +401,11 @@ static bool c16_pool(const ir_graph *g, const ir_node *n) {
  * its timed choice (prefer_c16's margin included). */
 static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double *c16_ms, kiln_error *err) {
     int32_t *producer = malloc((size_t)(g->n_values + 1) * sizeof *producer);
-    bool *able = calloc((size_t)g->n_nodes + 1, sizeof *able);
-    if (!producer || !able) {
+    bool *able = calloc((size_t)g->n_nodes + 1, sizeof *able), *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
+    if (!producer || !able || !chained) {
         free(producer);
         free(able);
+        free(chained);
         return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
     for (int32_t v = 0; v < g->n_values; v++) producer[v] = -1;
@@ -404,12 +413,6 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double 
         for (int32_t k = 0; k < g->nodes[j].n_outputs; k++)
             if (g->nodes[j].outputs[k] >= 0 && g->nodes[j].outputs[k] < g->n_values) producer[g->nodes[j].outputs[k]] = j;
         able[j] = c16_ms[j] > 0 || (j < plan->n_layers && c16_tactic(plan->layers[j].tactic)) || c16_pool(g, &g->nodes[j]);
-    }
-    bool *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
-    if (!chained) {
-        free(producer);
-        free(able);
-        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     }
     for (int32_t j = 0; j < g->n_nodes; j++) {
         const ir_node *n = &g->nodes[j];
@@ -432,19 +435,16 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double 
     return KILN_OK;
 }
 
-/* The C16 layout between the convs that run the channels-in-lanes kernel or Winograd
- * (layout_c16.c): only where that kernel exists (AVX-512F), from the tactics just chosen. */
-static kiln_status mark_c16_layouts(ir_model *m, engine_plan *plan, const build_options *o, kiln_error *err) {
-    if (!(o->cpu_features & CPU_FEATURE_AVX512F) || !m->graph || m->graph->n_nodes == 0) return KILN_OK;
+/* The C16 layout between the nodes that work on C16 data (layout_c16.c), from the
+ * tactics just chosen; the caller runs it only for c16_layout_target builds. */
+static kiln_status mark_c16_layouts(ir_model *m, engine_plan *plan, kiln_error *err) {
+    if (!m->graph || m->graph->n_nodes == 0) return KILN_OK;
     bool *c16_conv = calloc((size_t)m->graph->n_nodes, sizeof *c16_conv);
     if (!c16_conv) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < plan->n_layers; i++) {
         const engine_layer *l = &plan->layers[i];
-        /* the C16 kernel, and Winograd, which blocks channels by 8 anyway and so reads
-         * and writes C16 as cheaply as NCHW */
-        bool c16 = l->tactic && (!strcmp(l->tactic, CPU_CONV_TACTIC_C16) || !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD) ||
-                                 !strcmp(l->tactic, CPU_CONV_TACTIC_WINOGRAD_F23));
-        if (l->node >= 0 && l->node < m->graph->n_nodes && (c16 || c16_pool(m->graph, &m->graph->nodes[l->node])))
+        if (l->node >= 0 && l->node < m->graph->n_nodes &&
+            (c16_tactic(l->tactic) || c16_pool(m->graph, &m->graph->nodes[l->node])))
             c16_conv[l->node] = true;
     }
     kiln_status st = build_pass_layout_c16(m, c16_conv, NULL, err);
@@ -660,8 +660,7 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
         bool cuda = o->backend && !strcmp(o->backend, "cuda");
         /* AVX-512F: the C16 layout, chosen with the tactics, serves the dense convs; P16
          * stays only around depthwise convs (layout_p16.c) */
-        bool c16 = !cuda && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT");
-        if (st == KILN_OK && !cuda) st = build_run_host_passes_p16(model, c16, NULL, err);
+        if (st == KILN_OK && !cuda) st = build_run_host_passes_p16(model, c16_layout_target(o, cuda), NULL, err);
         if (st == KILN_OK && cuda) {
             build_infer_types_quiet(model); /* the passes match on types */
             st = build_run_device_passes(model, NULL, err);
@@ -724,11 +723,10 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
     for (int32_t i = 0; i <= model->graph->n_nodes; i++) c16_ms[i] = -1;
     st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, c16_ms, err);
-    if (st == KILN_OK && !gpu && (o->cpu_features & CPU_FEATURE_AVX512F) && !getenv("KILN_NO_C16_LAYOUT"))
-        st = chain_c16(model->graph, plan, c16_ms, err);
+    if (st == KILN_OK && c16_layout_target(o, gpu)) st = chain_c16(model->graph, plan, c16_ms, err);
     free(c16_ms);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
-    if (st == KILN_OK && !gpu) st = mark_c16_layouts(model, plan, o, err);
+    if (st == KILN_OK && c16_layout_target(o, gpu)) st = mark_c16_layouts(model, plan, err);
     if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);
     /* the device session's passes (FP16 casts, channels-last nodes) changed the node list */
     if (st == KILN_OK && gpu) st = build_plan_relayer(plan, model->graph, err);
