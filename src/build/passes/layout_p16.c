@@ -126,14 +126,18 @@ static int64_t reader_bits(const ir_graph *g, const ir_node *r, int32_t v) {
     return bits;
 }
 
-/* Whether value v is read or written by a depthwise conv (the depthwise-only mode). */
-static bool touches_depthwise(const ir_graph *g, int32_t v) {
+/* The depthwise-only mode: clears p16[] for every value no depthwise conv reads as its
+ * input or writes (one walk over the nodes; keep[] has a slot per value). */
+static void keep_depthwise_sides(const ir_graph *g, bool *p16, bool *keep) {
     for (int32_t j = 0; j < g->n_nodes; j++) {
         const ir_node *n = &g->nodes[j];
         if (!depthwise_conv(g, n)) continue;
-        if ((n->n_inputs > 0 && n->inputs[0] == v) || (n->n_outputs > 0 && n->outputs[0] == v)) return true;
+        int32_t x = n->inputs[0], y = n->n_outputs > 0 ? n->outputs[0] : -1;
+        if (x >= 0 && x < g->n_values) keep[x] = true;
+        if (y >= 0 && y < g->n_values) keep[y] = true;
     }
-    return false;
+    for (int32_t v = 0; v < g->n_values; v++)
+        if (!keep[v]) p16[v] = false;
 }
 
 kiln_status build_pass_layout_p16(ir_model *model, int32_t *marked, kiln_error *err) {
@@ -170,9 +174,12 @@ kiln_status build_pass_layout_p16_mode(ir_model *model, bool depthwise_only, int
             if (v >= 0 && v < g->n_values && p16[v] && !reader_bits(g, &g->nodes[j], v)) p16[v] = false;
         }
     /* AVX-512 builds: the C16 layout, chosen after the tactics, serves the dense convs */
-    if (depthwise_only)
-        for (int32_t v = 0; v < g->n_values; v++)
-            if (p16[v] && !touches_depthwise(g, v)) p16[v] = false;
+    if (depthwise_only) {
+        bool *keep = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *keep);
+        if (!keep) st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory choosing P16 layouts");
+        else keep_depthwise_sides(g, p16, keep);
+        free(keep);
+    }
     int32_t count = 0;
     for (int32_t j = 0; j < g->n_nodes; j++) {
         const ir_node *n = &g->nodes[j];
