@@ -74,11 +74,13 @@ int64_t cpu_conv_c16_scratch_floats(const cpu_conv_geom *g, int64_t C);
 #define CPU_C16_X 1u
 #define CPU_C16_Y 2u
 #define CPU_C16_RES 4u
-/* Whether a C16 input is read in place (no padding: no copy, no scratch). */
-bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g);
+/* Whether cpu_conv_c16_run reads x in place (C16 by `layout`, C in 16s, no padding): no
+ * copy, no scratch. */
+bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g, int64_t C, unsigned layout);
 /* N images: x [N, C, H, W], y [N, M, OH, OW], each NCHW or C16 as `layout` says; ep's bias
- * is per output channel (CPU_BIAS_ROW) and its residual [N, M, OH*OW] (ld_res = OH*OW); scratch holds N times cpu_conv_c16_scratch_floats (unused when the
- * input is read in place). AVX-512F only. */
+ * is per output channel (CPU_BIAS_ROW) and its residual [N, M, OH*OW] (ld_res = OH*OW);
+ * scratch holds N times cpu_conv_c16_scratch_floats (unused, may be NULL, when x is read
+ * in place). AVX-512F only. */
 kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
                              const float *x, float *y, const cpu_epilogue *ep, float *scratch, unsigned layout,
                              kiln_error *err);

@@ -137,7 +137,7 @@ bool cpu_conv_c16_candidate(const cpu_conv_geom *g, int64_t group, int64_t C, in
  * over large images and strided ones included. Over NCHW data those ran 0.51-0.99 of the
  * GEMM's speed, so they are not the default; in a C16 region (layout_c16.c) they read
  * their input in place (at their strides) and store their tiles as they are, with no
- * packing, copy or transpose, and the builder takes them there (builder.c, chained_c16). */
+ * packing, copy or transpose, and the builder takes them there (builder.c, chain_c16). */
 bool cpu_conv_c16_offered(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
     return cpu_conv_c16_candidate(g, group, C, M) || (C % 16 == 0 && cpu_conv_c16_applies(g, group, C, M));
 }
@@ -153,7 +153,7 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
         if (st != KILN_OK) return st;
     }
     float *xp = NULL;
-    if (!((layout & CPU_C16_X) && cpu_conv_c16_reads_in_place(g))) {
+    if (!cpu_conv_c16_reads_in_place(g, C, layout)) {
         uint64_t need;
         if (kiln_mul_overflow_u64((uint64_t)N, (uint64_t)cpu_conv_c16_scratch_floats(g, C), &need) ||
             need > (1ull << 34))
@@ -563,14 +563,15 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         if (!direct)
             return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, p16, false, conv_run_rows, (int)algo);
     }
+    /* Winograd where it applies, unless a GEMM or the C16 kernel is forced */
+    bool winograd = algo != CONV_GEMM && algo != CONV_C16 && packable && cpu_winograd_applies(&g, group, C, M);
     if (c16) {
         /* the builder marked it for the C16 kernel or for Winograd (which reads and
          * writes C16 through its own 8-channel blocks) */
-        bool wino = algo != CONV_GEMM && algo != CONV_C16 && packable && !p16 && C % 16 == 0 && M % 16 == 0 &&
-                    cpu_winograd_applies(&g, group, C, M);
+        bool wino = winograd && !p16 && C % 16 == 0 && M % 16 == 0;
         if (!wino && !conv_c16_direct(&g, nsp, group, C, M, packable, p16, c16))
             return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, c16, true, conv_run_rows, (int)algo);
-        if (!wino) algo = CONV_C16;
+        if (!wino) algo = CONV_C16, winograd = false;
     }
     int64_t ydims[RT_MAX_RANK];
     ydims[0] = N;
@@ -608,8 +609,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         return KILN_OK;
     }
 
-    if (algo != CONV_GEMM && algo != CONV_C16 && packable && cpu_winograd_applies(&g, group, C, M) &&
-        conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16, &st))
+    if (winograd && conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16, &st))
         return st;
 
     /* the channels-in-lanes direct conv: where the builder timed it fastest, or by default

@@ -237,9 +237,7 @@ typedef struct run_job {
     bool res_c16;     /* the fused residual in C16 */
 } run_job;
 
-/* Positions [p0, p0 + np) of output channel block ob, from acc[i][v * 16 + lane], with
- * bias, residual and ReLU/Clip (other activations: cpu_epilogue_apply after the store). */
-/* The same into C16 y: vector v of position i is 16 consecutive floats of block ob * 4 + v,
+/* store_tile into C16 y: vector v of position i is 16 consecutive floats of block ob * 4 + v,
  * so each is one store, its bias one vector and a C16 residual one load (an NCHW one, where
  * a C16 region starts at a residual block, 16 channels a plane apart: one gather). */
 static void store_tile_c16(const run_job *j, int64_t n, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
@@ -264,6 +262,8 @@ static void store_tile_c16(const run_job *j, int64_t n, const float *acc, int64_
     }
 }
 
+/* Positions [p0, p0 + np) of output channel block ob, from acc[i][v * 16 + lane], with
+ * bias, residual and ReLU/Clip (other activations: cpu_epilogue_apply after the store). */
 static void store_tile(const run_job *j, int64_t n, const float *acc, int64_t ob, int nv, int64_t p0, int np) {
     if (j->y_c16) {
         store_tile_c16(j, n, acc, ob, nv, p0, np);
@@ -369,8 +369,8 @@ static void run_tasks(void *user, int64_t t0, int64_t t1) {
     }
 }
 
-bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g) {
-    return !g->pad0[0] && !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
+bool cpu_conv_c16_reads_in_place(const cpu_conv_geom *g, int64_t C, unsigned layout) {
+    return (layout & CPU_C16_X) && C % 16 == 0 && !g->pad0[0] && !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
 }
 
 kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_conv_c16_weights *w, int64_t N,
@@ -379,7 +379,7 @@ kiln_status cpu_conv_c16_run(cpu_threadpool *pool, const cpu_conv_geom *g, cpu_c
     int64_t hp, wp, sh, sw;
     int64_t C = w->C, c16 = w->ku == 16;
     /* C16 input without padding: the tiles read it where it lies, at the conv's strides */
-    bool in_place = (layout & CPU_C16_X) && c16 && cpu_conv_c16_reads_in_place(g);
+    bool in_place = cpu_conv_c16_reads_in_place(g, C, layout);
     if (in_place) hp = g->in[0], wp = g->in[1], sh = g->stride[0], sw = g->stride[1];
     else copy_geometry(g, &hp, &wp, &sh, &sw);
     if (w->hp != hp || w->wp != wp || w->dh != g->dil[0] || w->dw != g->dil[1]) fill_koff(w, g, hp, wp);

@@ -14,19 +14,18 @@
  * only machines the C16 kernels run on), since whether a conv runs the C16 kernel is the
  * builder's timed choice. A float32 value [N, C, H, W] with C a known multiple of 16 gets
  * C16 when
- *  - its producer is a Conv that runs the C16 kernel (c16_conv[node], from the tactic),
- *  - every reader is such a Conv reading it as its input X or its fused residual
+ *  - its producer works on C16 data (c16_conv[node], from the builder: a Conv on the C16
+ *    kernel or on Winograd, or a 2-D MaxPool without Indices),
+ *  - every reader is such a node reading it as its input X or as a conv's fused residual
  *    (kiln_residual), and it is not a graph output or read by a subgraph.
- * A 2-D MaxPool without Indices counts as such a conv (c16_conv marks it; cpu_pool.c runs
- * it on C16 data), so a stem conv -> MaxPool -> block chain stays C16 throughout.
  * A conv's input, output and residual take their layouts independently (where a region
  * starts or ends at a residual block, the kernel adds an NCHW residual to a C16 output,
  * or a C16 one to an NCHW output).
  * Producers get bit 2 in the int attribute kiln_c16, readers bit 1 (input) or 4
- * (residual), as kiln_p16 does. Shapes and the memory plan do not change. A marked conv
- * that cannot run the C16 kernel (the engine loaded where AVX-512 is off, KILN_CONV_C16=0)
- * converts at run time (cpu_conv_p16.c), slower but never wrong. KILN_NO_C16_LAYOUT=1
- * skips the pass (A/B measurements).
+ * (residual), as kiln_p16 does. Shapes and the memory plan do not change. A marked node
+ * that cannot run on C16 data (KILN_CONV_C16=0; an engine built for AVX-512 does not load
+ * where it is missing) converts at run time (cpu_conv_p16.c), slower but never wrong.
+ * KILN_NO_C16_LAYOUT=1 skips the pass (A/B measurements).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +46,8 @@ static bool c16_shape(const ir_value *v) {
 
 static bool valid_value(const ir_graph *g, int32_t v) { return v >= 0 && v < g->n_values; }
 
-/* The bits C16 conv r needs to read value v in C16, or 0 when it reads v otherwise (as
- * its weight or bias). */
+/* The bits C16 node r needs to read value v in C16, or 0 when it reads v otherwise (as
+ * a conv's weight or bias). */
 static int64_t reader_bits(const ir_node *r, int32_t v) {
     int64_t res = ir_node_attr_int(r, "kiln_residual", -1), bits = 0;
     for (int32_t k = 0; k < r->n_inputs; k++) {
