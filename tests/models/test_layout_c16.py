@@ -23,8 +23,7 @@ threads, with the pass off (KILN_NO_C16_LAYOUT) and with the C16 kernel off at r
 (KILN_CONV_C16=0), where every marked conv converts instead. (An engine built for AVX-512
 does not load where it is missing: the engine's compatibility check refuses it.)"""
 import json
-import os
-import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,21 +31,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
-KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kiln_cli import has_avx512f, run  # noqa: E402
 FORCE = {"KILN_C16_MARGIN": "1000"}
 OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "out_r": (1, 14, 14),
            "out_x": (48, 7, 7), "out_q": (32, 7, 7), "out_s": (32, 13, 13)}
 
 
-def avx512f():
-    try:
-        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not avx512f(), reason="the C16 layout is only chosen on AVX-512F CPUs; this one has none")
+pytestmark = pytest.mark.skipif(not has_avx512f(), reason="the C16 layout is only chosen on AVX-512F CPUs; this one has none")
 
 
 def build_model(path):
@@ -104,13 +96,6 @@ def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("c16")
     build_model(d / "model.onnx")
     return d
-
-
-def run(args, env=None):
-    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, **(env or {})})
-    assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
-    return p
 
 
 def build(model, batch, env, name):

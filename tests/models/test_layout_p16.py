@@ -14,7 +14,7 @@ the outputs against ONNX Runtime at batch 1 and 2, on 1 and 2 threads, with the 
 conv takes the converting fallback."""
 import json
 import os
-import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +22,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
-KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kiln_cli import has_avx512f, run  # noqa: E402
 
 
 INPUTS = {"x": (32, 8, 8), "z": (16, 6, 6), "y": (16, 16, 16), "u": (8, 16, 16), "t": (8, 12, 12)}
@@ -113,13 +113,6 @@ def model(tmp_path_factory):
     return d
 
 
-def run(args, env=None):
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}  # None: unset
-    p = subprocess.run([KILN, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
-    assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
-    return p
-
-
 def layouts(model, env=None):
     """Conv name -> layout column. KILN_NO_C16_LAYOUT=1 unless env says otherwise: on
     AVX-512F the C16 layout (layout_c16.c) takes the dense 1x1 chains P16 gets elsewhere."""
@@ -151,19 +144,12 @@ def test_pass_runs_p16_through_stride1_depthwise_convs(model):
         assert lay[name] == "nchw", (name, lay[name])
 
 
-def avx512f():
-    try:
-        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
-    except OSError:
-        return False
-
-
 def test_avx512_builds_keep_p16_around_depthwise_convs(model):
     """With the C16 layout on (the default), an AVX-512F build marks P16 only where a
     depthwise conv reads or writes; elsewhere the same as without it."""
     lay = layouts(model, {"KILN_NO_C16_LAYOUT": None})
     assert lay["/p"] == "p16 out" and lay["/q"] == "p16 in+out" and lay["/r"] == "p16 in", lay
-    if avx512f():
+    if has_avx512f():
         assert not any(v.startswith("p16") for k, v in lay.items() if k in ("/a", "/b", "/c", "/e")), lay
 
 

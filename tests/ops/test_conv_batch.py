@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[2]
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "kiln"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kiln_cli import has_avx512f  # noqa: E402
 F = TensorProto.FLOAT
 
 
@@ -61,13 +64,6 @@ def model(path):
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
     return path
-
-
-def avx512f():
-    try:
-        return " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +139,7 @@ def test_model_covers_the_conv_kinds(built):
         assert rows.get(name, ("", ""))[1] in ("conv_im2col_gemm", "conv_c16_direct"), (name, out)
     for name in ("pw8", "pw4"):
         assert rows.get(name, ("", ""))[1] in ("conv_pointwise_gemm", "conv_c16_direct"), (name, out)
-    if not avx512f():
+    if not has_avx512f():
         print("no AVX-512F here: the default engine has no C16 region to check")
         return
     # the default engine on AVX-512F: the chain of dense convs from the stem on is one C16
