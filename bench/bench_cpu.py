@@ -120,7 +120,7 @@ def ort_to_model_node(path, name, _cache={}):
     through unchanged."""
     if path not in _cache:
         g = onnx.load(path, load_external_data=False).graph
-        producer = {o: n for n in g.node for o in n.output}
+        producer = {o: (i, n) for i, n in enumerate(g.node) for o in n.output}
         _cache[path] = ({n.name: n for n in g.node}, producer)
     nodes, producer = _cache[path]
     base = name[: -len("_out_nchwc")] if name.endswith("_out_nchwc") else name
@@ -131,10 +131,10 @@ def ort_to_model_node(path, name, _cache={}):
         if n.op_type not in ("Relu", "Add", "Sum", "BatchNormalization", "Clip", "Sigmoid", "HardSigmoid"):
             n = None
             break
-        # an Add's conv input is the one its producer computed last (the residual was earlier)
-        ins = [producer.get(i) for i in n.input if producer.get(i) is not None]
-        convs = [m for m in ins if m.op_type in ("Conv", "Relu", "Add", "BatchNormalization", "Clip")]
-        n = convs[-1] if convs else None
+        # an Add's conv input is the one computed last, in graph order (the residual was earlier)
+        ins = [producer[i] for i in n.input if i in producer]
+        convs = [(k, m) for k, m in ins if m.op_type in ("Conv", "Relu", "Add", "BatchNormalization", "Clip")]
+        n = max(convs, key=lambda km: km[0])[1] if convs else None
     return n.name if n is not None and n.op_type in ("Conv", "MatMul", "Gemm") else name
 
 

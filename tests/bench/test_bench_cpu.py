@@ -45,3 +45,30 @@ def test_summary_table(mode):
         assert m, c
         med, q1, q3, lo, hi = map(float, m.groups())
         assert 0 < lo <= q1 <= med <= q3 <= hi
+
+
+def test_ort_nchwc_names_map_to_the_model_convs(tmp_path):
+    """ORT's profile names a fused NCHWc conv after the last node it absorbed
+    ('<node>_out_nchwc'); bench_cpu maps it back to the Conv heading that chain, so the
+    per-layer table's ORT column lines up with kiln's layer names. An Add's conv input is
+    the one computed last (a residual from earlier blocks is not it); names of no model
+    node pass through."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_cpu
+    w = numpy_helper.from_array(np.zeros((4, 4, 1, 1), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv_a"),
+             helper.make_node("Relu", ["a"], ["ar"], name="relu_a"),
+             helper.make_node("Conv", ["ar", "w"], ["b"], name="conv_b"),
+             helper.make_node("Add", ["b", "ar"], ["s"], name="add_b"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu_b")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])], [w])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g), path)
+    assert bench_cpu.ort_to_model_node(path, "relu_a_out_nchwc") == "conv_a"
+    assert bench_cpu.ort_to_model_node(path, "relu_b_out_nchwc") == "conv_b"  # not conv_a, the residual's
+    assert bench_cpu.ort_to_model_node(path, "conv_b_out_nchwc") == "conv_b"
+    assert bench_cpu.ort_to_model_node(path, "ReorderOutput") == "ReorderOutput"
