@@ -1,0 +1,193 @@
+/* test_gemm_bf16x3.c - the AMX bf16x3 GEMM (cpu_gemm_bf16x3.h) against a double-precision
+ * reference: shapes whose M, N and K are not multiples of the 32x32 block or the 32-deep
+ * chunk, every epilogue kind the MatMul kernel fuses, 1 and 2 pool threads; the error
+ * must stay inside the bound the header promises (far below one bfloat16 product's), so a
+ * dropped lo term fails. Also the bfloat16 rounding and split of special values. The GEMM
+ * cases skip, with a printed reason, where AMX cannot run.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_gemm_bf16x3.h"
+#include "backends/cpu/cpu_kernel.h"
+
+#include "kernel_harness.h"
+
+static void test_bf16_round(void **state) {
+    (void)state;
+    assert_int_equal(cpu_bf16_round(1.0f), 0x3f80);
+    /* 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1) */
+    assert_int_equal(cpu_bf16_round(1.00390625f), 0x3f80);
+    /* just above the tie rounds up */
+    assert_int_equal(cpu_bf16_round(nextafterf(1.00390625f, 2.0f)), 0x3f81);
+    /* 1 + 3 * 2^-8 is a tie between 1 + 2^-7 (odd) and 1 + 2^-6: to even (up) */
+    assert_int_equal(cpu_bf16_round(1.01171875f), 0x3f82);
+    assert_int_equal(cpu_bf16_round(-2.0f), 0xc000);
+    assert_int_equal(cpu_bf16_round(INFINITY), 0x7f80);
+    assert_int_equal(cpu_bf16_round(-INFINITY), 0xff80);
+    uint16_t n = cpu_bf16_round(NAN);
+    assert_true((n & 0x7f80) == 0x7f80 && (n & 0x7f) != 0); /* still a NaN */
+    assert_int_equal(cpu_bf16_round(3.4e38f), 0x7f80);   /* rounds past the largest bfloat16 */
+    assert_true(cpu_bf16_to_float(0x3f80) == 1.0f);
+}
+
+/* A constant B whose elements are special: a packed element must be hi + lo of it. */
+static void test_pack_splits_values(void **state) {
+    (void)state;
+    const float vals[] = {1.0f, 0.1f, -3.14159265f, 1e-30f, 3.4e38f, INFINITY, -INFINITY, 0.0f};
+    const int64_t K = 2, N = 4;
+    cpu_bf16x3_b b;
+    kiln_error err = {0};
+    assert_int_equal(cpu_bf16x3_pack_b(vals, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(b.n_chunks, 1);
+    assert_int_equal(b.n_strips, 2); /* one strip of 16 columns, padded to a pair */
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) {
+            float x = vals[k * N + n];
+            const uint16_t *t = b.data + (k / 2) * 32 + n * 2 + k % 2;
+            float hi = cpu_bf16_to_float(t[0]), lo = cpu_bf16_to_float(t[512]);
+            if (isinf(x)) {
+                assert_true(hi == x && lo == 0.f);
+                continue;
+            }
+            assert_true(isfinite(hi)); /* 3.4e38 is truncated, not rounded to infinity */
+            double err_rel = fabs(((double)hi + lo) - x) / (fabs(x) > 0 ? fabs(x) : 1);
+            if (!(err_rel <= 1.0 / (1 << 16)))
+                fail_msg("B[%lld][%lld] = %g split into %g + %g", (long long)k, (long long)n, (double)x, (double)hi,
+                         (double)lo);
+        }
+    /* padding columns and the second strip are zero */
+    for (int i = 0; i < 1024; i++) assert_int_equal(b.data[1024 + i], 0);
+    cpu_bf16x3_b_free(&b);
+}
+
+static float *rand_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* One GEMM against act(A*B + bias + residual) in double. The bound: each of the K
+ * products is off by at most ~3 * 2^-17 of |a||b| (cpu_gemm_bf16x3.h), so the sum by at
+ * most 2.5e-5 * sum |a||b|, plus float32 rounding of the sums. */
+static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int ep_kind) {
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(N), *res = rand_buf(M * N);
+    float *C = malloc((size_t)(M * N) * sizeof(float));
+    assert_non_null(C);
+    for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* write-only: garbage must not leak */
+    cpu_epilogue ep = {0};
+    if (ep_kind == 1) { /* bias per column + residual (BERT's projections) */
+        ep.bias_mode = CPU_BIAS_COL;
+        ep.bias = bias;
+        ep.residual = res;
+        ep.ld_res = N;
+    } else if (ep_kind == 2) { /* bias + ReLU */
+        ep.bias_mode = CPU_BIAS_COL;
+        ep.bias = bias;
+        ep.act.kind = CPU_ACT_RELU;
+    } else if (ep_kind == 3) { /* residual + tanh */
+        ep.residual = res;
+        ep.ld_res = N;
+        ep.act.kind = CPU_ACT_TANH;
+    }
+    cpu_bf16x3_b b;
+    cpu_gemm_scratch scratch = {0};
+    kiln_error err = {0};
+    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(cpu_sgemm_bf16x3(pool, M, N, K, A, K, &b, C, N, ep_kind ? &ep : NULL, &scratch, &err), KILN_OK);
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                acc += (double)A[i * K + k] * B[k * N + j];
+                mag += fabs((double)A[i * K + k] * B[k * N + j]);
+            }
+            if (ep.bias_mode == CPU_BIAS_COL) acc += bias[j];
+            if (ep.residual) acc += res[i * N + j];
+            if (ep.act.kind == CPU_ACT_RELU) acc = acc > 0 ? acc : 0;
+            if (ep.act.kind == CPU_ACT_TANH) acc = tanh(acc);
+            double got = C[i * N + j], tol = 2.5e-5 * mag + 1e-6 * fabs(acc) + 1e-6;
+            double e = fabs(got - acc);
+            if (ep_kind == 0 && mag > 0.1 && e / mag > worst) worst = e / mag;
+            if (!(e <= tol))
+                fail_msg("M=%lld N=%lld K=%lld ep=%d: C[%lld][%lld] = %.9g, reference %.9g (bound %.3g)", (long long)M,
+                         (long long)N, (long long)K, ep_kind, (long long)i, (long long)j, got, acc, tol);
+        }
+    /* one-pass bfloat16 is off by up to ~2^-8 of the magnitude (typically a tenth of
+     * that): the lo terms are there */
+    if (!(worst < 2e-5)) fail_msg("M=%lld N=%lld K=%lld: worst error %.3g of sum |a||b|", (long long)M, (long long)N,
+                                  (long long)K, worst);
+    cpu_bf16x3_b_free(&b);
+    cpu_gemm_scratch_free(&scratch);
+    free(A);
+    free(B);
+    free(bias);
+    free(res);
+    free(C);
+}
+
+static void run_shapes(cpu_threadpool *pool) {
+    /* 1-row and 1-column products, K below one chunk, edges of every kind, several m-blocks
+     * (K = 8192: 32 rows a block, so M = 70 makes three) and many strip pairs (N = 700) */
+    static const int64_t shapes[][3] = {{1, 1, 1},   {5, 3, 7},    {32, 32, 32}, {33, 31, 33}, {64, 96, 64},
+                                        {37, 70, 100}, {128, 48, 768}, {70, 17, 8192}, {40, 700, 65}, {96, 64, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int e = 0; e < 4; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], e);
+}
+
+static void test_gemm_vs_reference(void **state) {
+    (void)state;
+    if (!cpu_bf16x3_usable()) {
+        printf("skipped: AMX-BF16 cannot run here (no AMX in this CPU or its OS, KILN_NO_AMX=1, or a compiler "
+               "without AMX support); engines then keep their MatMuls on FP32\n");
+        return;
+    }
+    run_shapes(NULL);
+    cpu_threadpool *pool = NULL;
+    kiln_error err = {0};
+    assert_int_equal(cpu_threadpool_create(2, &pool, &err), KILN_OK);
+    run_shapes(pool);
+    cpu_threadpool_free(pool);
+}
+
+/* NaN in A reaches exactly its row of C, as in FP32 */
+static void test_nan_propagates(void **state) {
+    (void)state;
+    if (!cpu_bf16x3_usable()) {
+        printf("skipped: AMX-BF16 cannot run here\n");
+        return;
+    }
+    const int64_t M = 40, N = 40, K = 40;
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = malloc(M * N * sizeof(float));
+    A[7 * K + 3] = NAN;
+    cpu_bf16x3_b b;
+    cpu_gemm_scratch scratch = {0};
+    kiln_error err = {0};
+    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(cpu_sgemm_bf16x3(NULL, M, N, K, A, K, &b, C, N, NULL, &scratch, &err), KILN_OK);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) assert_true(i == 7 ? isnan(C[i * N + j]) : isfinite(C[i * N + j]));
+    cpu_bf16x3_b_free(&b);
+    cpu_gemm_scratch_free(&scratch);
+    free(A);
+    free(B);
+    free(C);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_round),
+        cmocka_unit_test(test_pack_splits_values),
+        cmocka_unit_test(test_gemm_vs_reference),
+        cmocka_unit_test(test_nan_propagates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
