@@ -215,6 +215,24 @@ static int32_t prefer_c16(const build_tactic *const *fit, const double *ms, int3
     return best;
 }
 
+/* KILN_PREFER_TACTIC=NAME[,NAME...]: where one of the named tactics is a candidate that
+ * fits the workspace, it is taken whatever the timing says (tests that must run one path,
+ * A/B measurements of one tactic against another). Returns its index in fit, or -1. */
+static int32_t preferred_tactic(const build_tactic *const *fit, int32_t nfit) {
+    const char *e = getenv("KILN_PREFER_TACTIC");
+    if (!e || !*e) return -1;
+    for (int32_t k = 0; k < nfit; k++) {
+        size_t len = strlen(fit[k]->name);
+        for (const char *p = e; *p;) {
+            const char *end = strchr(p, ',');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            if (n == len && !strncmp(p, fit[k]->name, n)) return k;
+            p += n + (end ? 1 : 0);
+        }
+    }
+    return -1;
+}
+
 static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
                                   build_stats *stats, double *c16_ms, kiln_error *err) {
     const ir_graph *g = m->graph;
@@ -256,6 +274,13 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             /* the runtime reports unsupported ops with the full list; keep the layer */
             l->tactic = "unsupported";
             continue;
+        }
+        if (o->precision_flags & ENGINE_PREC_FLAG_NO_TF32) {
+            /* --noTF32: FP32 arithmetic only (the FP32 row of an op is never TF32-class) */
+            int32_t kept = 0;
+            for (int32_t k = 0; k < nc; k++)
+                if (!cands[k]->tf32_class) cands[kept++] = cands[k];
+            nc = kept;
         }
         /* drop what does not fit the workspace */
         int32_t nfit = 0;
@@ -332,11 +357,14 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             l->time_ms = best_ms;
             free(key);
         }
+        int32_t pref = preferred_tactic(fit, nfit);
+        if (pref >= 0) best = pref;
         l->tactic = arena_strdup(a, fit[best]->name); /* the generic name is a loop-local buffer */
         if (!l->tactic) {
             st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
             break;
         }
+        if (fit[best]->tf32_class) l->precision = ENGINE_PREC_TF32;
         l->scratch_bytes = fit_scratch[best];
         if (l->scratch_bytes > stats->max_scratch) stats->max_scratch = l->scratch_bytes;
     }

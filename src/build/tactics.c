@@ -8,6 +8,8 @@
 
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_gemv.h"
+#include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_winograd.h"
 #include "core/alloc.h"
 #include "core/cpu_count.h"
@@ -160,20 +162,48 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
     return n;
 }
 
+/* ---- MatMul ------------------------------------------------------------------------ */
+
+/* The AMX bf16x3 GEMM: float32 A with more rows than the few-row kernels take (they run
+ * instead below CPU_GEMV_MAX_M rows, whatever the tactic), times a constant 2-D float32
+ * B (an initializer, not also a graph input), as the kernel's packed path requires. */
+static bool matmul_bf16x3_applies(const build_tactic_query *q) {
+    /* inputs past the two operands are fused ones (kiln_bias, kiln_residual) */
+    if (q->n_in < 2 || !q->in[0] || !q->in[1] || q->node->n_inputs < 2) return false;
+    const ir_type *a = q->in[0], *b = q->in[1];
+    if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR || a->dtype != KILN_DTYPE_FLOAT ||
+        b->dtype != KILN_DTYPE_FLOAT || b->rank != 2 || a->rank < 2 || !a->dims)
+        return false;
+    int32_t id = q->node->inputs[1];
+    if (id < 0 || id >= q->graph->n_values) return false;
+    const ir_value *v = &q->graph->values[id];
+    if (!v->init || (v->flags & IR_VALUE_GRAPH_INPUT)) return false;
+    int64_t rows = 1;
+    for (int32_t i = 0; i + 1 < a->rank; i++) {
+        if (a->dims[i].kind != IR_DIM_CONST) return false;
+        rows *= a->dims[i].value;
+    }
+    return rows > CPU_GEMV_MAX_M;
+}
+
 /* Order matters when tactics are not timed (time_tactics off): the first that applies is
  * what cpu_conv runs without a kiln_tactic attribute. */
 static const build_tactic builtin[] = {
     {"", "Conv", CPU_CONV_TACTIC_WINOGRAD, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
-     conv_winograd_scratch, cpu_conv_run_winograd},
+     conv_winograd_scratch, cpu_conv_run_winograd, false},
     {"", "Conv", CPU_CONV_TACTIC_WINOGRAD_F23, CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, conv_winograd_applies,
-     conv_winograd_f23_scratch, cpu_conv_run_winograd_f23},
+     conv_winograd_f23_scratch, cpu_conv_run_winograd_f23, false},
     /* after Winograd, before the GEMMs: without timing, cpu_conv runs it wherever it is a
      * candidate and Winograd does not apply */
     {"", "Conv", CPU_CONV_TACTIC_C16, CPU_FEATURE_AVX512F, conv_c16_tactic_applies, conv_c16_scratch,
-     cpu_conv_run_c16},
-    {"", "Conv", CPU_CONV_TACTIC_POINTWISE, 0, conv_pointwise_applies, NULL, cpu_conv_run_gemm},
-    {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL},
-    {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm},
+     cpu_conv_run_c16, false},
+    {"", "Conv", CPU_CONV_TACTIC_POINTWISE, 0, conv_pointwise_applies, NULL, cpu_conv_run_gemm, false},
+    {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL, false},
+    {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm, false},
+    /* FP32 first: without timing, MatMul stays FP32 */
+    {"", "MatMul", CPU_MATMUL_TACTIC_FP32, 0, NULL, NULL, cpu_matmul_run_fp32, false},
+    {"", "MatMul", CPU_MATMUL_TACTIC_BF16X3, CPU_FEATURE_AMX | CPU_FEATURE_AVX512F | CPU_FEATURE_AVX512BW,
+     matmul_bf16x3_applies, NULL, cpu_matmul_run_bf16x3, true},
 };
 
 static bool tactic_matches(const build_tactic *t, const build_tactic_query *q, uint64_t features) {

@@ -51,6 +51,10 @@ typedef struct build_tactic {
     bool (*applies)(const build_tactic_query *q);
     uint64_t (*scratch)(const build_tactic_query *q);
     cpu_kernel_fn run;   /* NULL: the op's registered kernel (cpu_kernel_find) */
+    /* TF32-class arithmetic (FP32 data, products of fewer mantissa bits): offered only
+     * to engines that allow TF32, i.e. not built with --noTF32; such layers are recorded
+     * with precision tf32 */
+    bool tf32_class;
 } build_tactic;
 
 /* Extra tactics (tests, future backends) searched before the built-in table. */

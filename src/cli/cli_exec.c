@@ -1152,7 +1152,9 @@ static void precision_notes(const exec_flags *f) {
         perf_log('W', "--int8 without --calib: trtexec would use placeholder scales; kiln computes in FP32, so no "
                       "accuracy is lost.");
     if (f->calib) perf_log('W', "--calib=%s is not read: no INT8 kernels are used on the CPU backend.", f->calib);
-    if (f->no_tf32) perf_log('I', "--noTF32: the CPU backend never uses TF32; nothing to change.");
+    if (f->no_tf32)
+        perf_log('I', "--noTF32: MatMuls with a constant weight stay on FP32 FMAs (no AMX bf16x3, the CPU backend's "
+                      "TF32-class GEMM).");
 }
 
 /* GPU runtime flags: what they do here, or that they do nothing on the CPU backend. */
@@ -1317,7 +1319,9 @@ int cli_exec(int argc, char **argv) {
     perf_log('I', "Backend: %s", s.gpu ? "cuda" : "cpu");
     if (f->workspace_set) perf_log('I', "Workspace: %g MiB", (double)f->workspace_bytes / (1 << 20));
     else perf_log('I', s.gpu ? "Workspace: the cuda backend's default (256 MiB per context)" : "Workspace: unlimited");
-    if (!s.gpu) perf_log('I', "Precision: FP32");
+    if (!s.gpu)
+        perf_log('I', "Precision: %s", f->no_tf32 || !f->onnx ? "FP32" : "FP32, TF32-class AMX bf16x3 GEMMs allowed "
+                                                                          "where they time faster (--noTF32: FP32 only)");
     else if (f->onnx)
         perf_log('I', "Precision: %s", f->fp16 || f->best ? "FP16 GEMM/convolution operands, FP32 accumulation and "
                                                              "activations" : f->no_tf32 ? "FP32 (no TF32)"

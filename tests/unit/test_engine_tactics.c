@@ -195,10 +195,10 @@ static void test_timing_picks_faster_variant(void **state) {
     make_conv(&c, 4, 4, 1, 1, 0);
     ir_graph_node(c.g, 0)->op_type = "KilnTestOp";
     const build_tactic extra[] = {
-        {"", "KilnTestOp", "slow", 0, NULL, NULL, run_slow},
-        {"", "KilnTestOp", "fast", 0, NULL, NULL, run_fast},
-        {"", "KilnTestOp", "huge_scratch", 0, NULL, scratch_big, run_fast},
-        {"", "KilnTestOp", "needs_avx512", CPU_FEATURE_AVX512F, NULL, NULL, run_fast},
+        {"", "KilnTestOp", "slow", 0, NULL, NULL, run_slow, false},
+        {"", "KilnTestOp", "fast", 0, NULL, NULL, run_fast, false},
+        {"", "KilnTestOp", "huge_scratch", 0, NULL, scratch_big, run_fast, false},
+        {"", "KilnTestOp", "needs_avx512", CPU_FEATURE_AVX512F, NULL, NULL, run_fast, false},
     };
     build_tactic_registry reg = {extra, 4};
     const build_tactic *cands[8];
@@ -245,9 +245,9 @@ static void test_timing_alternates_through_a_slow_spell(void **state) {
     conv_case c;
     make_conv(&c, 4, 4, 1, 1, 0);
     ir_graph_node(c.g, 0)->op_type = "KilnTestOp";
-    const build_tactic early = {"", "KilnTestOp", "early", 0, NULL, NULL, run_early};
-    const build_tactic late = {"", "KilnTestOp", "late", 0, NULL, NULL, run_late};
-    const build_tactic fails = {"", "KilnTestOp", "fails", 0, NULL, NULL, run_fails};
+    const build_tactic early = {"", "KilnTestOp", "early", 0, NULL, NULL, run_early, false};
+    const build_tactic late = {"", "KilnTestOp", "late", 0, NULL, NULL, run_late, false};
+    const build_tactic fails = {"", "KilnTestOp", "fails", 0, NULL, NULL, run_fails, false};
     const build_tactic *ts[] = {&early, &fails, &late};
     double ms[3];
     kiln_error err = {0};

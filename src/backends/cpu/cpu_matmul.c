@@ -2,7 +2,8 @@
  * MatMulInteger.
  *
  * float32 goes through cpu_sgemm (BLAS + fused epilogue), the packed GEMM when B is a
- * constant weight (packed once per node), or the few-row kernels of cpu_gemv.h when the
+ * constant weight (packed once per node; with the bf16x3 tactic, the AMX GEMM of
+ * cpu_gemm_bf16x3.h instead), or the few-row kernels of cpu_gemv.h when the
  * product has at most CPU_GEMV_MAX_M rows (batch-1 classifier heads). When B has no batch dimensions
  * (a weight, the common case in transformers) A's batch dimensions are folded into M so
  * the whole MatMul is one big GEMM instead of many small ones. Other dtypes (float64,
@@ -15,8 +16,10 @@
 
 #include "backends/cpu/cpu_fbuf.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_gemm_bf16x3.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 #include "backends/cpu/cpu_gemv.h"
+#include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_scratch.h"
 #include "core/alloc.h"
 
@@ -27,6 +30,8 @@
 typedef struct mm_state {
     cpu_gemm_packed pb;
     const float *src;
+    cpu_bf16x3_b xb; /* the bf16x3 tactic's hi/lo copy of B (cpu_gemm_bf16x3.h) */
+    const float *xb_src;
     cpu_gemm_scratch scratch;
 } mm_state;
 
@@ -34,18 +39,15 @@ static void mm_state_free(void *p) {
     mm_state *s = p;
     if (s) {
         cpu_gemm_packed_free(&s->pb);
+        cpu_bf16x3_b_free(&s->xb);
         cpu_gemm_scratch_free(&s->scratch);
     }
     free(s);
 }
 
-/* The node's state with B packed, or NULL when the packed path does not apply. B is
- * [K, N] row-major, or [N, K] with trans_b (Gemm transB=1: transposed once into a
- * temporary before packing). Sets *st on failure (then returns NULL). */
-static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, bool trans_b,
-                             kiln_status *st) {
+/* The node's state, created on first use (NULL with *st set when out of memory). */
+static mm_state *mm_state_get(cpu_kernel_ctx *ctx, kiln_status *st) {
     *st = KILN_OK;
-    if (!ctx->state || !cpu_gemm_packed_supported() || !cpu_input_is_const(ctx, 1)) return NULL;
     mm_state *s = *ctx->state;
     if (!s) {
         s = calloc(1, sizeof *s);
@@ -56,6 +58,18 @@ static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int
         *ctx->state = s;
         if (ctx->state_free) *ctx->state_free = mm_state_free;
     }
+    return s;
+}
+
+/* The node's state with B packed, or NULL when the packed path does not apply. B is
+ * [K, N] row-major, or [N, K] with trans_b (Gemm transB=1: transposed once into a
+ * temporary before packing). Sets *st on failure (then returns NULL). */
+static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, bool trans_b,
+                             kiln_status *st) {
+    *st = KILN_OK;
+    if (!ctx->state || !cpu_gemm_packed_supported() || !cpu_input_is_const(ctx, 1)) return NULL;
+    mm_state *s = mm_state_get(ctx, st);
+    if (!s) return NULL;
     if (s->src != B || s->pb.K != K || s->pb.rows != N || !s->pb.data) {
         cpu_gemm_packed_free(&s->pb);
         s->src = NULL;
@@ -79,6 +93,23 @@ static mm_state *mm_packed_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int
             *st = cpu_gemm_pack_b(B, N, K, N, &s->pb, ctx->err);
         if (*st != KILN_OK) return NULL;
         s->src = B;
+    }
+    return s;
+}
+
+/* The node's state with B split for the bf16x3 tactic, or NULL when that tactic cannot
+ * run here (no AMX, no state, B not constant): the caller then takes the FP32 path. */
+static mm_state *mm_bf16x3_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int64_t N, kiln_status *st) {
+    *st = KILN_OK;
+    if (!ctx->state || !cpu_bf16x3_usable() || !cpu_input_is_const(ctx, 1)) return NULL;
+    mm_state *s = mm_state_get(ctx, st);
+    if (!s) return NULL;
+    if (s->xb_src != B || s->xb.K != K || s->xb.N != N || !s->xb.data) {
+        cpu_bf16x3_b_free(&s->xb);
+        s->xb_src = NULL;
+        *st = cpu_bf16x3_pack_b(B, N, K, N, &s->xb, ctx->err);
+        if (*st != KILN_OK) return NULL;
+        s->xb_src = B;
     }
     return s;
 }
@@ -276,8 +307,8 @@ static bool mm_has_fused_marks(const cpu_kernel_ctx *ctx) {
     return n && (ir_node_attr(n, "kiln_bias") || ir_node_attr(n, "kiln_residual") || ir_node_attr(n, "kiln_activation"));
 }
 
-kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
-                       int32_t n_out) {
+static kiln_status mm_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                          int32_t n_out, bool bf16x3) {
     const rt_tensor *a = cpu_in(inputs, n_in, 0), *b = cpu_in(inputs, n_in, 1);
     if (!a || !b) return cpu_kernel_fail(ctx, KILN_ERR_INVALID_MODEL, "MatMul needs two tensor inputs");
     if (a->dtype != b->dtype || !mm_dtype_ok(a->dtype))
@@ -325,6 +356,13 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
         cpu_sgemv_small(ctx->pool, false, s.n_batch * s.M, s.N, s.K, 1.f, A, s.K, B, s.N, Y, s.N, &ep);
         return KILN_OK;
     }
+    if (s.b_shared && a_full && b->rank == 2 && bf16x3) {
+        mm_state *ms = mm_bf16x3_b(ctx, B, s.K, s.N, &st);
+        if (st != KILN_OK) return st;
+        if (ms)
+            return cpu_sgemm_bf16x3(ctx->pool, s.n_batch * s.M, s.N, s.K, A, s.K, &ms->xb, Y, s.N, &ep,
+                                    cpu_scratch_gemm(ctx, &ms->scratch), ctx->err);
+    }
     if (s.b_shared && a_full && b->rank == 2) {
         mm_state *ms = mm_packed_b(ctx, B, s.K, s.N, false, &st);
         if (st != KILN_OK) return st;
@@ -344,6 +382,27 @@ kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32
     else
         mm_batch_run(&bj, 0, s.n_batch);
     return KILN_OK;
+}
+
+static bool attr_is(const ir_attr *a, const char *str) {
+    return a && a->type == IR_ATTR_STRING && a->s.len == strlen(str) && !memcmp(a->s.data, str, a->s.len);
+}
+
+/* The registered kernel: the tactic the builder chose (kiln_tactic), FP32 without one. */
+kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                       int32_t n_out) {
+    bool bf16x3 = ctx->node && attr_is(ir_node_attr(ctx->node, "kiln_tactic"), CPU_MATMUL_TACTIC_BF16X3);
+    return mm_run(ctx, inputs, n_in, outputs, n_out, bf16x3);
+}
+
+kiln_status cpu_matmul_run_fp32(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                                int32_t n_out) {
+    return mm_run(ctx, inputs, n_in, outputs, n_out, false);
+}
+
+kiln_status cpu_matmul_run_bf16x3(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
+                                  rt_value *outputs, int32_t n_out) {
+    return mm_run(ctx, inputs, n_in, outputs, n_out, true);
 }
 
 /* ---- Gemm ---------------------------------------------------------------------------- */
