@@ -59,8 +59,22 @@ static uint32_t detect(void) { return 0; }
 
 #define AVX2_SET (CPU_FEATURE_AVX2 | CPU_FEATURE_FMA | CPU_FEATURE_F16C)
 
+/* cpuid is detected once: under a hypervisor every cpuid traps to it (microseconds), and
+ * kernels ask per call (the AMX GEMM's GELU rows asked about 100000 times per BERT batch-8
+ * FFN, 20x slower than the GEMM itself). KILN_CPU_ISA is still read on every call, so
+ * tests can change the cap within one process. */
+static uint32_t detect_once(void) {
+    static _Atomic int64_t cached = -1;
+    int64_t c = cached;
+    if (c < 0) {
+        c = detect();
+        cached = c;
+    }
+    return (uint32_t)c;
+}
+
 uint32_t cpu_features(void) {
-    uint32_t f = detect();
+    uint32_t f = detect_once();
     const char *cap = getenv("KILN_CPU_ISA");
     if (cap && *cap) {
         if (!strcmp(cap, "scalar")) f = 0;

@@ -99,34 +99,41 @@ typedef struct gemm_job {
 } gemm_job;
 
 /* C rows [m0, m0 + 32) x columns [n0, n0 + 32) from the block in t (row stride 32),
- * clipped to M x N, with the epilogue. */
-static void store_block(const gemm_job *j, const float *t, int64_t m0, int64_t n0) {
+ * clipped to M x N, with the epilogue: bias and residual added in t, the activation
+ * applied to all of t in one call (one function-pointer call per block, not per row),
+ * then the rows copied out. */
+static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
     const cpu_epilogue *ep = j->ep;
     int64_t rows = j->M - m0 < ROWS ? j->M - m0 : ROWS, cols = j->N - n0 < COLS ? j->N - n0 : COLS;
     __mmask16 k0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
     __mmask16 k1 = cols >= 32 ? 0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
-    bool col_bias = ep && ep->bias_mode == CPU_BIAS_COL, row_bias = ep && ep->bias_mode == CPU_BIAS_ROW;
-    const float *res = ep ? ep->residual : NULL;
-    __m512 cb0 = col_bias ? _mm512_maskz_loadu_ps(k0, ep->bias + n0) : _mm512_setzero_ps();
-    __m512 cb1 = col_bias ? _mm512_maskz_loadu_ps(k1, ep->bias + n0 + 16) : _mm512_setzero_ps();
+    if (ep) {
+        bool col_bias = ep->bias_mode == CPU_BIAS_COL, row_bias = ep->bias_mode == CPU_BIAS_ROW;
+        __m512 cb0 = col_bias ? _mm512_maskz_loadu_ps(k0, ep->bias + n0) : _mm512_setzero_ps();
+        __m512 cb1 = col_bias ? _mm512_maskz_loadu_ps(k1, ep->bias + n0 + 16) : _mm512_setzero_ps();
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t m = m0 + r;
+            __m512 v0 = _mm512_add_ps(_mm512_load_ps(t + r * COLS), cb0);
+            __m512 v1 = _mm512_add_ps(_mm512_load_ps(t + r * COLS + 16), cb1);
+            if (row_bias) {
+                __m512 b = _mm512_set1_ps(ep->bias[m]);
+                v0 = _mm512_add_ps(v0, b);
+                v1 = _mm512_add_ps(v1, b);
+            }
+            if (ep->residual) {
+                const float *rr = ep->residual + m * ep->ld_res + n0;
+                v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, rr));
+                v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, rr + 16));
+            }
+            _mm512_store_ps(t + r * COLS, v0);
+            _mm512_store_ps(t + r * COLS + 16, v1);
+        }
+        if (ep->act.kind != CPU_ACT_NONE) cpu_act_apply(&ep->act, t, rows * COLS);
+    }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t m = m0 + r;
-        __m512 v0 = _mm512_add_ps(_mm512_load_ps(t + r * COLS), cb0);
-        __m512 v1 = _mm512_add_ps(_mm512_load_ps(t + r * COLS + 16), cb1);
-        if (row_bias) {
-            __m512 b = _mm512_set1_ps(ep->bias[m]);
-            v0 = _mm512_add_ps(v0, b);
-            v1 = _mm512_add_ps(v1, b);
-        }
-        if (res) {
-            const float *rr = res + m * ep->ld_res + n0;
-            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, rr));
-            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, rr + 16));
-        }
-        float *c = j->C + m * j->ldc + n0;
-        _mm512_mask_storeu_ps(c, k0, v0);
-        _mm512_mask_storeu_ps(c + 16, k1, v1);
-        if (ep && ep->act.kind != CPU_ACT_NONE) cpu_act_apply(&ep->act, c, cols);
+        float *c = j->C + (m0 + r) * j->ldc + n0;
+        _mm512_mask_storeu_ps(c, k0, _mm512_load_ps(t + r * COLS));
+        _mm512_mask_storeu_ps(c + 16, k1, _mm512_load_ps(t + r * COLS + 16));
     }
 }
 
