@@ -89,3 +89,35 @@ def test_resnet50_multithreaded_matches_onnxruntime(threads):
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"kiln verify --threads {threads} failed for resnet50:\n{out[-3000:]}"
     assert "PASS" in out and "1 passed" in out, out[-3000:]
+
+
+def test_bert_amx_bf16x3_engine_matches_onnxruntime(tmp_path):
+    """BERT-base built by `kiln exec` with its weight MatMuls on the AMX bf16x3 tactic
+    (TF32-class, docs/RUNTIME.md "MatMul on AMX"): every one of them takes it, and the
+    output stays within 2e-4 of ONNX Runtime (measured: 2.9e-5 max, FP32 3.6e-6; one-pass
+    bfloat16 products would be ~1e-2 off)."""
+    import json
+    import onnxruntime as ort
+    flags = open("/proc/cpuinfo").read()
+    if " amx_bf16" not in flags or " avx512bw" not in flags:
+        pytest.skip("this CPU has no AMX-BF16: the bf16x3 tactic is never offered")
+    path = Path(make_zoo.ensure(str(ZOO), "bert"))
+    feeds = make_zoo.make_inputs("bert", 1)
+    loads = []
+    for name, arr in feeds.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+        loads.append(f"{name}:{tmp_path / f'{name}.npy'}")
+    shapes = ",".join(f"{n}:{'x'.join(map(str, a.shape))}" for n, a in feeds.items())
+    eng, out = tmp_path / "bert.engine", tmp_path / "out.json"
+    env = {**os.environ, "KILN_PREFER_TACTIC": "matmul_amx_bf16x3"}
+    r = subprocess.run([str(KILN), "exec", f"--onnx={path}", f"--saveEngine={eng}", f"--shapes={shapes}",
+                        f"--loadInputs={','.join(loads)}", "--iterations=1", "--warmUp=0", "--duration=0",
+                        f"--exportOutput={out}"], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    j = json.loads(subprocess.run([str(KILN), "inspect", "--json", str(eng)], capture_output=True, text=True).stdout)
+    weight_mm = [n for n in j["layers"] if n["op"] == "MatMul" and n["tactic"] == "matmul_amx_bf16x3"]
+    assert len(weight_mm) == 72 and all(n["precision"] == "tf32" for n in weight_mm)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = np.array(json.loads(out.read_text())[0]["values"], np.float32).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-4)
+    assert np.abs(got - want).mean() < 2e-5
