@@ -208,6 +208,7 @@ static int32_t prefer_c16(const build_tactic *const *fit, const double *ms, int3
         margin = e && atof(e) > 0 ? atof(e) : 1.10;
     }
     if (!strncmp(fit[best]->name, "conv_winograd", 13)) return best; /* fewer FLOPs, not a layout, made it faster */
+    if (!strcmp(fit[best]->name, CPU_CONV_TACTIC_AMX)) return best;   /* works on C16 too */
     for (int32_t k = 0; k < nfit; k++)
         if (k != best && !strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0 && ms[best] > 0 &&
             ms[k] <= ms[best] * margin)
@@ -234,7 +235,7 @@ static int32_t preferred_tactic(const build_tactic *const *fit, int32_t nfit) {
 }
 
 static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
-                                  build_stats *stats, double *c16_ms, kiln_error *err) {
+                                  build_stats *stats, double *c16_ms, double *amx_ms, kiln_error *err) {
     const ir_graph *g = m->graph;
     arena *a = &plan->arena;
     plan->n_layers = g->n_nodes;
@@ -354,6 +355,7 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             if (ms[best] > 0) best_ms = ms[best];
             for (int32_t k = 0; k < nfit; k++)
                 if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0) c16_ms[i] = ms[k];
+                else if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_AMX) && ms[k] > 0) amx_ms[i] = ms[k];
             l->time_ms = best_ms;
             free(key);
         }
@@ -405,7 +407,7 @@ static bool c16_layout_target(const build_options *o, bool gpu) {
  * Winograd, which blocks channels by 8 anyway). */
 static bool c16_tactic(const char *t) {
     return t && (!strcmp(t, CPU_CONV_TACTIC_C16) || !strcmp(t, CPU_CONV_TACTIC_WINOGRAD) ||
-                 !strcmp(t, CPU_CONV_TACTIC_WINOGRAD_F23));
+                 !strcmp(t, CPU_CONV_TACTIC_WINOGRAD_F23) || !strcmp(t, CPU_CONV_TACTIC_AMX));
 }
 
 /* A 2-D MaxPool without the Indices output: the CPU runs it on C16 data (cpu_pool.c) as
@@ -427,7 +429,8 @@ static bool c16_pool(const ir_graph *g, const ir_node *n) {
  * first block on runs C16, +4.7% against a C16 layout limited to where each conv timed
  * faster alone (docs/BENCHMARKS.md, "Session 14"). A conv with no such neighbour keeps
  * its timed choice (prefer_c16's margin included). */
-static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double *c16_ms, kiln_error *err) {
+static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double *c16_ms, const double *amx_ms,
+                             kiln_error *err) {
     int32_t *producer = malloc((size_t)(g->n_values + 1) * sizeof *producer);
     bool *able = calloc((size_t)g->n_nodes + 1, sizeof *able), *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
     if (!producer || !able || !chained) {
@@ -454,8 +457,12 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double 
     for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers; j++) {
         engine_layer *l = &plan->layers[j];
         if (!chained[j] || c16_ms[j] <= 0 || c16_tactic(l->tactic)) continue;
-        l->tactic = CPU_CONV_TACTIC_C16;
-        l->time_ms = c16_ms[j];
+        /* the AMX 1x1 conv where it timed faster than the C16 kernel (both read C16 in a
+         * region, both paid for NCHW when timed) */
+        bool amx = amx_ms[j] > 0 && amx_ms[j] < c16_ms[j];
+        l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
+        l->time_ms = amx ? amx_ms[j] : c16_ms[j];
+        if (amx) l->precision = ENGINE_PREC_TF32;
     }
     free(producer);
     free(able);
@@ -744,14 +751,15 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
     build_options cpu_o = *o;
     if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
-    double *c16_ms = malloc((size_t)(model->graph->n_nodes + 1) * sizeof *c16_ms);
+    double *c16_ms = malloc((size_t)(model->graph->n_nodes + 1) * 2 * sizeof *c16_ms);
     if (!c16_ms) {
         st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int32_t i = 0; i <= model->graph->n_nodes; i++) c16_ms[i] = -1;
-    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, c16_ms, err);
-    if (st == KILN_OK && c16_layout_target(o, gpu)) st = chain_c16(model->graph, plan, c16_ms, err);
+    double *amx_ms = c16_ms + model->graph->n_nodes + 1; /* the AMX conv's timing, as c16_ms */
+    for (int32_t i = 0; i <= 2 * model->graph->n_nodes + 1; i++) c16_ms[i] = -1;
+    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, c16_ms, amx_ms, err);
+    if (st == KILN_OK && c16_layout_target(o, gpu)) st = chain_c16(model->graph, plan, c16_ms, amx_ms, err);
     free(c16_ms);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
     if (st == KILN_OK && c16_layout_target(o, gpu)) st = mark_c16_layouts(model, plan, err);

@@ -162,6 +162,28 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
     return n;
 }
 
+/* The AMX bf16x3 1x1 conv (cpu_conv_amx_applies), not where the P16 pass put the data */
+static bool conv_amx_tactic_applies(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok || s.nsp != 2 || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
+    int64_t x_dims[2] = {q->in[0]->dims[2].value, q->in[0]->dims[3].value};
+    int64_t k_dims[2] = {q->in[1]->dims[2].value, q->in[1]->dims[3].value};
+    kiln_error err = {0};
+    cpu_kernel_ctx ctx = {.node = q->node, .err = &err};
+    cpu_conv_geom g;
+    bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, &g) == KILN_OK &&
+              cpu_conv_amx_applies(&g, s.group, s.C, s.M);
+    kiln_err_clear(&err);
+    return ok;
+}
+/* its split input: (N * OH * OW rounded up to 32) x (C rounded up to 32) x 2 bfloat16 */
+static uint64_t conv_amx_scratch(const build_tactic_query *q) {
+    conv_shape s = conv_geometry(q);
+    if (!s.ok) return 0;
+    uint64_t rows = ((uint64_t)q->out[0]->dims[0].value * (uint64_t)s.osize + 31) / 32 * 32;
+    return rows * (((uint64_t)s.C + 31) / 32 * 32) * 4;
+}
+
 /* ---- MatMul ------------------------------------------------------------------------ */
 
 /* The AMX bf16x3 GEMM: float32 A with more rows than the few-row kernels take (they run
@@ -200,6 +222,9 @@ static const build_tactic builtin[] = {
     {"", "Conv", CPU_CONV_TACTIC_POINTWISE, 0, conv_pointwise_applies, NULL, cpu_conv_run_gemm, false},
     {"", "Conv", "conv_depthwise_direct", 0, conv_depthwise_applies, NULL, NULL, false},
     {"", "Conv", CPU_CONV_TACTIC_GEMM, 0, conv_im2col_applies, conv_im2col_scratch, cpu_conv_run_gemm, false},
+    /* last: without timing a conv never takes it */
+    {"", "Conv", CPU_CONV_TACTIC_AMX, CPU_FEATURE_AMX | CPU_FEATURE_AVX512F | CPU_FEATURE_AVX512BW,
+     conv_amx_tactic_applies, conv_amx_scratch, cpu_conv_run_amx, true},
     /* FP32 first: without timing, MatMul stays FP32 */
     {"", "MatMul", CPU_MATMUL_TACTIC_FP32, 0, NULL, NULL, cpu_matmul_run_fp32, false},
     {"", "MatMul", CPU_MATMUL_TACTIC_BF16X3, CPU_FEATURE_AMX | CPU_FEATURE_AVX512F | CPU_FEATURE_AVX512BW,

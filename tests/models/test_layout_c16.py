@@ -98,10 +98,12 @@ def model(tmp_path_factory):
     return d
 
 
-def build(model, batch, env, name):
+def build(model, batch, env, name, precision="--noTF32"):
+    """FP32 (--noTF32) unless precision says otherwise: the AMX tactic is timed too, and
+    the tests of the C16 kernels must not depend on whether it won"""
     eng = model / f"{name}_b{batch}.engine"
     run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", f"--shapes=x:{batch}x32x14x14",
-         "--skipInference"], {**FORCE, **env})
+         "--skipInference", *([precision] if precision else [])], {**FORCE, **env})
     return eng
 
 
@@ -145,7 +147,7 @@ def test_dynamic_batch_profile_matches_onnxruntime(model):
     import onnxruntime as ort
     eng = model / "dyn.engine"
     run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", "--minShapes=x:1x32x14x14",
-         "--optShapes=x:2x32x14x14", "--maxShapes=x:4x32x14x14", "--skipInference"], FORCE)
+         "--optShapes=x:2x32x14x14", "--maxShapes=x:4x32x14x14", "--skipInference", "--noTF32"], FORCE)
     assert "c16 in+out" in layouts(eng).values()
     sess = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"])
     for batch in (1, 4):
@@ -158,3 +160,52 @@ def test_dynamic_batch_profile_matches_onnxruntime(model):
         for name, want in zip(OUTPUTS, sess.run(None, {"x": x})):
             np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=1e-5,
                                        err_msg=f"{name} batch {batch}")
+
+
+# ---- the AMX bf16x3 1x1 conv (cpu_gemm_bf16x3.h) in and out of the C16 region ---------------
+
+def has_amx():
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return " amx_bf16" in flags and " avx512bw" in flags
+
+
+AMX = {"KILN_PREFER_TACTIC": "conv_amx_bf16x3"}
+POINTWISE = ("/a", "/b", "/d", "/e", "/f", "/g", "/k", "/m", "/n", "/x", "/q")
+
+
+def tactics(eng):
+    j = json.loads(run(["inspect", "--json", eng]).stdout)
+    return {n["name"]: (n["tactic"], n["precision"]) for n in j["layers"] if n["op"] == "Conv"}
+
+
+@pytest.mark.skipif(not has_amx(), reason="this CPU has no AMX-BF16: the bf16x3 conv is never offered")
+def test_amx_convs_keep_the_c16_marks(model):
+    """Forced onto every 1x1 conv (strided /x included), the AMX tactic is recorded as tf32
+    and the C16 region is the FP32 one: the AMX conv reads and writes C16 as the C16
+    kernel does."""
+    eng = build(model, 1, AMX, "amx_marks", precision=None)
+    t = tactics(eng)
+    assert {k: t[k] for k in POINTWISE} == {k: ("conv_amx_bf16x3", "tf32") for k in POINTWISE}
+    assert layouts(eng) == layouts(build(model, 1, {}, "fp32_marks"))
+
+
+@pytest.mark.skipif(not has_amx(), reason="this CPU has no AMX-BF16: the bf16x3 conv is never offered")
+@pytest.mark.parametrize("batch,threads,build_env,run_env,tol", [
+    (1, 1, {}, {}, 1e-4), (3, 2, {}, {}, 1e-4),
+    (3, 1, {"KILN_NO_C16_LAYOUT": "1"}, {}, 1e-4),   # NCHW in and out: the gather/scatter paths
+    (3, 2, {}, {"KILN_NO_AMX": "1"}, 1e-5)])          # AMX off at run time: the C16 kernel's FP32
+def test_amx_outputs_match_onnxruntime(model, batch, threads, build_env, run_env, tol):
+    import onnxruntime as ort
+    eng = build(model, batch, {**AMX, **build_env}, f"amx{len(build_env)}", precision=None)
+    x = np.random.default_rng(20 + batch).standard_normal((batch, 32, 14, 14)).astype(np.float32)
+    np.save(model / "xa.npy", x)
+    out = model / "outa.json"
+    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x32x14x14", f"--loadInputs=x:{model / 'xa.npy'}",
+         f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"], run_env)
+    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
+    ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, want in zip(OUTPUTS, ref):
+        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=tol, err_msg=name)

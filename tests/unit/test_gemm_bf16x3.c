@@ -2,8 +2,9 @@
  * reference: shapes whose M, N and K are not multiples of the 32x32 block or the 32-deep
  * chunk, every epilogue kind the MatMul kernel fuses, 1 and 2 pool threads; the error
  * must stay inside the bound the header promises (far below one bfloat16 product's), so a
- * dropped lo term fails. Also the bfloat16 rounding and split of special values. The GEMM
- * cases skip, with a printed reason, where AMX cannot run.
+ * dropped lo term fails. Also the bfloat16 rounding and split of special values, and the
+ * 1x1 conv form over NCHW and C16 inputs, outputs and residuals. The GEMM cases skip, with
+ * a printed reason, where AMX cannot run.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "backends/cpu/cpu_c16.h"
 #include "backends/cpu/cpu_gemm_bf16x3.h"
 #include "backends/cpu/cpu_kernel.h"
 
@@ -44,7 +46,7 @@ static void test_pack_splits_values(void **state) {
     const int64_t K = 2, N = 4;
     cpu_bf16x3_b b;
     kiln_error err = {0};
-    assert_int_equal(cpu_bf16x3_pack_b(vals, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(cpu_bf16x3_pack_b(vals, N, K, N, false, &b, &err), KILN_OK);
     assert_int_equal(b.n_chunks, 1);
     assert_int_equal(b.n_strips, 2); /* one strip of 16 columns, padded to a pair */
     for (int64_t k = 0; k < K; k++)
@@ -100,7 +102,7 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int
     cpu_bf16x3_b b;
     cpu_gemm_scratch scratch = {0};
     kiln_error err = {0};
-    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, false, &b, &err), KILN_OK);
     assert_int_equal(cpu_sgemm_bf16x3(pool, M, N, K, A, K, &b, C, N, ep_kind ? &ep : NULL, &scratch, &err), KILN_OK);
     double worst = 0;
     for (int64_t i = 0; i < M; i++)
@@ -171,7 +173,7 @@ static void test_nan_propagates(void **state) {
     cpu_bf16x3_b b;
     cpu_gemm_scratch scratch = {0};
     kiln_error err = {0};
-    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, &b, &err), KILN_OK);
+    assert_int_equal(cpu_bf16x3_pack_b(B, N, K, N, false, &b, &err), KILN_OK);
     assert_int_equal(cpu_sgemm_bf16x3(NULL, M, N, K, A, K, &b, C, N, NULL, &scratch, &err), KILN_OK);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) assert_true(i == 7 ? isnan(C[i * N + j]) : isfinite(C[i * N + j]));
@@ -182,12 +184,76 @@ static void test_nan_propagates(void **state) {
     free(C);
 }
 
+/* A 1x1 conv, stride 2 over a 9x7 image (so rows span images and the last block is
+ * partial), batch 2, every combination of NCHW / C16 for x, y and the residual, against
+ * a double reference with bias and ReLU. */
+static int64_t c16_index(int64_t c, int64_t p, int64_t n_pos) { return ((c / 16) * n_pos + p) * 16 + c % 16; }
+
+static void test_conv1x1_layouts(void **state) {
+    (void)state;
+    if (!cpu_bf16x3_usable()) {
+        printf("skipped: AMX-BF16 cannot run here\n");
+        return;
+    }
+    const int64_t N = 2, C = 48, M = 32, H = 9, W = 7, OH = 5, OW = 4, IS = H * W, OS = OH * OW;
+    float *x = rand_buf(N * C * IS), *w = rand_buf(M * C), *bias = rand_buf(M), *res = rand_buf(N * M * OS);
+    float *xin = malloc(sizeof(float) * N * C * IS), *rin = malloc(sizeof(float) * N * M * OS);
+    float *y = malloc(sizeof(float) * N * M * OS);
+    cpu_conv_geom g = {0};
+    g.nsp = 2;
+    g.in[0] = H, g.in[1] = W, g.out[0] = OH, g.out[1] = OW, g.k[0] = g.k[1] = 1, g.stride[0] = g.stride[1] = 2;
+    g.dil[0] = g.dil[1] = 1, g.in_size = IS, g.out_size = OS, g.k_size = 1;
+    cpu_bf16x3_b b;
+    cpu_gemm_scratch scratch = {0};
+    kiln_error err = {0};
+    assert_int_equal(cpu_bf16x3_pack_b(w, C, C, M, true, &b, &err), KILN_OK);
+    for (unsigned layout = 0; layout < 8; layout++) {
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t p = 0; p < IS; p++)
+                    xin[n * C * IS + ((layout & CPU_C16_X) ? c16_index(c, p, IS) : c * IS + p)] = x[(n * C + c) * IS + p];
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t p = 0; p < OS; p++)
+                    rin[n * M * OS + ((layout & CPU_C16_RES) ? c16_index(m, p, OS) : m * OS + p)] =
+                        res[(n * M + m) * OS + p];
+        }
+        cpu_epilogue ep = {.bias_mode = CPU_BIAS_COL, .bias = bias, .residual = rin, .act = {.kind = CPU_ACT_RELU}};
+        assert_int_equal(cpu_conv1x1_bf16x3(NULL, &g, N, C, M, xin, &b, y, &ep, layout, &scratch, &err), KILN_OK);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t p = 0; p < OS; p++) {
+                    int64_t ih = (p / OW) * 2, iw = (p % OW) * 2;
+                    double acc = bias[m] + res[(n * M + m) * OS + p], mag = 0;
+                    for (int64_t c = 0; c < C; c++) {
+                        double t = (double)w[m * C + c] * x[(n * C + c) * IS + ih * W + iw];
+                        acc += t;
+                        mag += fabs(t);
+                    }
+                    acc = acc > 0 ? acc : 0;
+                    float got = y[n * M * OS + ((layout & CPU_C16_Y) ? c16_index(m, p, OS) : m * OS + p)];
+                    if (!(fabs(got - acc) <= 2.5e-5 * mag + 1e-6))
+                        fail_msg("layout %u: y[%lld][%lld][%lld] = %.9g, reference %.9g", layout, (long long)n,
+                                 (long long)m, (long long)p, (double)got, acc);
+                }
+    }
+    cpu_bf16x3_b_free(&b);
+    cpu_gemm_scratch_free(&scratch);
+    free(x);
+    free(w);
+    free(bias);
+    free(res);
+    free(xin);
+    free(rin);
+    free(y);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_round),
         cmocka_unit_test(test_pack_splits_values),
         cmocka_unit_test(test_gemm_vs_reference),
         cmocka_unit_test(test_nan_propagates),
+        cmocka_unit_test(test_conv1x1_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,7 @@
 
 #include "backends/cpu/cpu_c16.h"
 #include "backends/cpu/cpu_conv.h"
+#include "backends/cpu/cpu_gemm_bf16x3.h"
 #include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_conv_strided.h"
 #include "backends/cpu/cpu_fbuf.h"
@@ -55,6 +56,8 @@ typedef struct conv_state {
     float *phase; /* phase-split input of strided convs (cpu_conv_strided.h), 64-byte aligned */
     size_t phase_cap; /* floats */
     cpu_conv_c16_weights c16; /* weights of the channels-in-lanes direct conv (c16.w NULL when unused) */
+    cpu_bf16x3_b amx;         /* W^T split for the AMX bf16x3 tactic (amx.data NULL when unused) */
+    const float *amx_src;
 } conv_state;
 
 static void conv_packed_clear(conv_state *s) {
@@ -74,6 +77,7 @@ static void conv_state_free(void *p) {
         cpu_winograd_weights_free(&s->wg);
         cpu_winograd_scratch_free(&s->wg_scratch);
         cpu_conv_c16_weights_free(&s->c16);
+        cpu_bf16x3_b_free(&s->amx);
     }
     free(s);
 }
@@ -164,6 +168,32 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
     cpu_epilogue e = *ep;
     e.ld_res = g->out_size;
     return cpu_conv_c16_run(ctx->pool, g, &cs->c16, N, X, Y, &e, xp, layout, ctx->err);
+}
+
+/* ---- AMX bf16x3 1x1 convs (cpu_gemm_bf16x3.h) ---------------------------------------- */
+
+bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    return group == 1 && C % 16 == 0 && M % 16 == 0 && g->k[0] == 1 && g->k[1] == 1 && !g->pad0[0] && !g->pad0[1] &&
+           !g->pad1[0] && !g->pad1[1];
+}
+
+/* The 1x1 conv as Y^T = X^T W^T on AMX tiles, reading and writing NCHW or C16 (layout:
+ * kiln_c16's bits); the per-channel bias becomes a column bias of that GEMM. */
+static kiln_status conv_amx(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                            const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, unsigned layout) {
+    conv_state *cs = conv_state_get(ctx);
+    if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
+    if (!cs->amx.data || cs->amx_src != Wt || cs->amx.K != C || cs->amx.N != M) {
+        cpu_bf16x3_b_free(&cs->amx);
+        cs->amx_src = NULL;
+        kiln_status st = cpu_bf16x3_pack_b(Wt, C, C, M, true, &cs->amx, ctx->err);
+        if (st != KILN_OK) return st;
+        cs->amx_src = Wt;
+    }
+    cpu_epilogue e = *ep;
+    if (e.bias_mode == CPU_BIAS_ROW) e.bias_mode = CPU_BIAS_COL;
+    return cpu_conv1x1_bf16x3(ctx->pool, g, N, C, M, X, &cs->amx, Y, &e, layout, cpu_scratch_gemm(ctx, &cs->scratch),
+                              ctx->err);
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -400,7 +430,7 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 /* ---- Conv ---------------------------------------------------------------------------- */
 
-enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23, CONV_C16 };
+enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23, CONV_C16, CONV_AMX };
 
 static bool attr_is(const ir_attr *a, const char *s) {
     return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
@@ -417,6 +447,7 @@ kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t
                           : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
                           : attr_is(t, CPU_CONV_TACTIC_POINTWISE)    ? CONV_GEMM
                           : attr_is(t, CPU_CONV_TACTIC_C16)          ? CONV_C16
+                          : attr_is(t, CPU_CONV_TACTIC_AMX)          ? CONV_AMX
                                                                      : CONV_AUTO;
     return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
 }
@@ -429,6 +460,11 @@ kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs
 kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                              int32_t n_out) {
     return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_C16);
+}
+
+kiln_status cpu_conv_run_amx(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out) {
+    return conv_run(ctx, inputs, n_in, outputs, n_out, CONV_AMX);
 }
 
 kiln_status cpu_conv_run_winograd(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in,
@@ -564,8 +600,13 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
             return cpu_conv_layout_fallback(ctx, inputs, n_in, outputs, n_out, p16, false, conv_run_rows, (int)algo);
     }
     /* Winograd where it applies, unless a GEMM or the C16 kernel is forced */
-    bool winograd = algo != CONV_GEMM && algo != CONV_C16 && packable && cpu_winograd_applies(&g, group, C, M);
-    if (c16) {
+    bool winograd = algo != CONV_GEMM && algo != CONV_C16 && algo != CONV_AMX && packable &&
+                    cpu_winograd_applies(&g, group, C, M);
+    /* the AMX tactic reads and writes NCHW and C16 alike; where AMX cannot run (KILN_NO_AMX,
+     * another CPU) a C16-marked node takes the C16 kernel below, an unmarked one the GEMM */
+    bool amx = algo == CONV_AMX && packable && !p16 && nsp == 2 && cpu_bf16x3_usable() &&
+               cpu_conv_amx_applies(&g, group, C, M);
+    if (c16 && !amx) {
         /* the builder marked it for the C16 kernel or for Winograd (which reads and
          * writes C16 through its own 8-channel blocks) */
         bool wino = winograd && !p16 && C % 16 == 0 && M % 16 == 0;
@@ -609,6 +650,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
         return KILN_OK;
     }
 
+    if (amx) return conv_amx(ctx, &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16);
     if (winograd && conv_winograd(ctx, conv_winograd_tile(algo, &g, N), &g, N, C, M, X, Wt, Y, &ep, (unsigned)c16, &st))
         return st;
 

@@ -20,6 +20,8 @@
 #define CPU_CONV_TACTIC_WINOGRAD "conv_winograd_f43"
 #define CPU_CONV_TACTIC_WINOGRAD_F23 "conv_winograd_f23"
 #define CPU_CONV_TACTIC_C16 "conv_c16_direct" /* output channels in lanes, AVX-512 (cpu_c16.h) */
+/* 1x1 convs on AMX tiles as three bfloat16 products (cpu_gemm_bf16x3.h; TF32-class) */
+#define CPU_CONV_TACTIC_AMX "conv_amx_bf16x3"
 
 /* Conv through implicit GEMM / im2col (or the pointwise and depthwise paths by geometry). */
 kiln_status cpu_conv_run_gemm(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
@@ -34,6 +36,12 @@ kiln_status cpu_conv_run_winograd_f23(cpu_kernel_ctx *ctx, const rt_value *const
  * has AVX-512, else as cpu_conv_run_gemm. */
 kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                              int32_t n_out);
+/* Conv through the AMX bf16x3 kernel where it applies and AMX runs, else as cpu_conv. */
+kiln_status cpu_conv_run_amx(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
+                             int32_t n_out);
+/* The geometry the AMX tactic takes: 2-D 1x1 without pads (any stride), group 1, input and
+ * output channels multiples of 16 (so it can sit in a C16 region). */
+bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 /* Whether the builder offers conv_c16_direct for a conv of this geometry (and cpu_conv runs
  * it without a tactic): 2-D, group 1, M a multiple of 16, and kernels larger than 1x1 over
  * a multiple of 16 input channels, or a 7-wide undilated kernel over fewer than 16 (RGB

@@ -64,7 +64,8 @@ void cpu_bf16x3_b_free(cpu_bf16x3_b *b) {
     memset(b, 0, sizeof *b);
 }
 
-kiln_status cpu_bf16x3_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, cpu_bf16x3_b *out, kiln_error *err) {
+kiln_status cpu_bf16x3_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, bool trans, cpu_bf16x3_b *out,
+                              kiln_error *err) {
     memset(out, 0, sizeof *out);
     if (K <= 0 || N <= 0 || K > (1ll << 24) || N > (1ll << 24))
         return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM weight %lldx%lld too large to pack", (long long)K, (long long)N);
@@ -79,10 +80,9 @@ kiln_status cpu_bf16x3_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N,
      * (k, j) of the chunk at row k / 2, column 2 * j + k % 2 */
     for (int64_t k = 0; k < K; k++) {
         int64_t c = k / 32, r = (k % 32) / 2, e = k % 2;
-        const float *row = B + k * ldb;
         for (int64_t n = 0; n < N; n++) {
             uint16_t *t = d + ((n / 16) * chunks + c) * 1024 + r * 32 + (n % 16) * 2 + e;
-            split(row[n], &t[0], &t[512]);
+            split(trans ? B[n * ldb + k] : B[k * ldb + n], &t[0], &t[512]);
         }
     }
     out->K = K;
@@ -100,6 +100,12 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                              const cpu_bf16x3_b *pb, float *C, int64_t ldc, const cpu_epilogue *ep,
                              cpu_gemm_scratch *scratch, kiln_error *err) {
     (void)pool, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)pb, (void)C, (void)ldc, (void)ep, (void)scratch;
+    return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "this kiln was built without AMX support");
+}
+kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
+                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err) {
+    (void)pool, (void)g, (void)N, (void)C, (void)M, (void)x, (void)w, (void)y, (void)ep, (void)layout, (void)scratch;
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "this kiln was built without AMX support");
 }
 #endif

@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/cpu/cpu_conv_geom.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemm_packed.h"
 
@@ -39,9 +40,11 @@ typedef struct cpu_bf16x3_b {
  * permission to use it (asked once), and KILN_CPU_ISA / KILN_NO_AMX=1 do not forbid it. */
 bool cpu_bf16x3_usable(void);
 
-/* Packs row-major B [K, N] (row stride ldb). Fails only on allocation failure or sizes
- * that overflow. */
-kiln_status cpu_bf16x3_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, cpu_bf16x3_b *out, kiln_error *err);
+/* Packs row-major B [K, N] (row stride ldb), or with trans its transpose given as [N, K]
+ * (a conv's weights [M, C]: B = W^T). Fails only on allocation failure or sizes that
+ * overflow. */
+kiln_status cpu_bf16x3_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, bool trans, cpu_bf16x3_b *out,
+                              kiln_error *err);
 void cpu_bf16x3_b_free(cpu_bf16x3_b *b);
 
 /* C[M,N] = A[M,K] * B, then the epilogue (may be NULL); C is write-only, A row-major with
@@ -50,6 +53,15 @@ void cpu_bf16x3_b_free(cpu_bf16x3_b *b);
 kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                              const cpu_bf16x3_b *pb, float *C, int64_t ldc, const cpu_epilogue *ep,
                              cpu_gemm_scratch *scratch, kiln_error *err);
+
+/* A 2-D 1x1 conv without pads (any stride), group 1, as the GEMM Y^T = X^T * W^T: rows
+ * are the N * out_size output positions, K = C input channels, columns the M output
+ * channels; w packed from the weights [M, C] with trans. x, y and the epilogue's residual
+ * are NCHW or C16 as `layout` says (cpu_c16.h's CPU_C16_X / _Y / _RES); the bias is per
+ * output channel, so ep's bias must be CPU_BIAS_COL here. */
+kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
+                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err);
 
 /* Rounds a float to bfloat16 bits, to nearest even; NaN stays a (quiet) NaN, infinities
  * stay infinite. Shared by the packer and the tests. */

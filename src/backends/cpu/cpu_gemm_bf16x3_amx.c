@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_c16.h"
 #include "backends/cpu/cpu_gemm_bf16x3.h"
 #include "core/bigalloc.h"
 
@@ -59,11 +60,35 @@ static inline void split16(__m512 x, __m256i *hi, __m256i *lo) {
     *lo = _mm512_cvtepi32_epi16(l);
 }
 
-typedef struct split_job {
+/* Where row r of A and its elements lie: a row-major matrix (row stride lda), or a 1x1
+ * conv's input, row r being output position r % out_size of image r / out_size, whose
+ * elements are the input channels at (oh * stride_h, ow * stride_w) of an NCHW or C16
+ * image (cpu_c16.h). */
+typedef struct a_source {
     const float *A;
-    int64_t lda, M, K, Kp;
+    int64_t lda;
+    bool conv, c16;
+    int64_t C, H, W, OW, out_size, sh, sw;
+} a_source;
+
+typedef struct split_job {
+    a_source src;
+    int64_t M, K, Kp;
     uint16_t *hi, *lo;
 } split_job;
+
+/* 16 elements [k, k + 16) of row r (zero past K; m masks the valid ones). */
+static inline __m512 a_load16(const a_source *a, int64_t r, int64_t k, __mmask16 m) {
+    if (!a->conv) return _mm512_maskz_loadu_ps(m, a->A + r * a->lda + k);
+    int64_t n = r / a->out_size, p = r % a->out_size, ih = (p / a->OW) * a->sh, iw = (p % a->OW) * a->sw;
+    int64_t plane = a->H * a->W;
+    const float *img = a->A + n * a->C * plane;
+    if (a->c16) return _mm512_maskz_loadu_ps(m, img + ((k / 16) * plane + ih * a->W + iw) * 16);
+    /* NCHW: channels k.. lie a plane apart (the conv's fallback and timing path) */
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)plane));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, img + k * plane + ih * a->W + iw, 4);
+}
 
 static void split_rows(void *user, int64_t r0, int64_t r1) {
     const split_job *j = user;
@@ -74,12 +99,11 @@ static void split_rows(void *user, int64_t r0, int64_t r1) {
             memset(l, 0, (size_t)j->Kp * 2);
             continue;
         }
-        const float *a = j->A + r * j->lda;
         for (int64_t k = 0; k < j->Kp; k += 16) {
             int64_t left = j->K - k;
             __mmask16 m = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
             __m256i vh, vl;
-            split16(_mm512_maskz_loadu_ps(m, a + k), &vh, &vl);
+            split16(m ? a_load16(&j->src, r, k, m) : _mm512_setzero_ps(), &vh, &vl);
             _mm256_storeu_si256((__m256i *)(h + k), vh);
             _mm256_storeu_si256((__m256i *)(l + k), vl);
         }
@@ -88,15 +112,58 @@ static void split_rows(void *user, int64_t r0, int64_t r1) {
 
 /* ---- the kernel -------------------------------------------------------------------- */
 
+/* Where element (m, n) of C (and of the epilogue's residual) goes: row-major (row stride
+ * ld), or a 1x1 conv's output, m = image * out_size + position and n the channel, in an
+ * NCHW or C16 image of `channels` x out_size. */
+typedef struct c_map {
+    bool conv, c16;
+    int64_t ld, out_size, channels;
+} c_map;
+
 typedef struct gemm_job {
     int64_t M, N, Mp, Kp, n_chunks;
     const uint16_t *ah, *al;    /* [Mp][Kp] */
     const uint16_t *b;          /* packed B */
     float *C;
-    int64_t ldc;
+    c_map cm, rm;               /* C's layout and the residual's */
     const cpu_epilogue *ep;
     int64_t m_blocks, rows_per_block, pairs_per_task, n_pairs;
 } gemm_job;
+
+/* Element offset of (m, n0 .. n0 + 15) in a map; *stride gets the distance between
+ * consecutive n (1 unless NCHW). */
+static inline int64_t map_offset(const c_map *c, int64_t m, int64_t n0, int64_t *stride) {
+    if (!c->conv) {
+        *stride = 1;
+        return m * c->ld + n0;
+    }
+    int64_t img = m / c->out_size, p = m % c->out_size, base = img * c->channels * c->out_size;
+    if (c->c16) {
+        *stride = 1;
+        return base + ((n0 / 16) * c->out_size + p) * 16;
+    }
+    *stride = c->out_size;
+    return base + n0 * c->out_size + p;
+}
+
+static inline __m512 map_load16(const c_map *c, const float *base, int64_t m, int64_t n0, __mmask16 k) {
+    int64_t stride, off = map_offset(c, m, n0, &stride);
+    if (stride == 1) return _mm512_maskz_loadu_ps(k, base + off);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)stride));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, idx, base + off, 4);
+}
+
+static inline void map_store16(const c_map *c, float *base, int64_t m, int64_t n0, __mmask16 k, __m512 v) {
+    int64_t stride, off = map_offset(c, m, n0, &stride);
+    if (stride == 1) {
+        _mm512_mask_storeu_ps(base + off, k, v);
+        return;
+    }
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)stride));
+    _mm512_mask_i32scatter_ps(base + off, k, idx, v, 4);
+}
 
 /* C rows [m0, m0 + 32) x columns [n0, n0 + 32) from the block in t (row stride 32),
  * clipped to M x N, with the epilogue: bias and residual added in t, the activation
@@ -121,9 +188,8 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
                 v1 = _mm512_add_ps(v1, b);
             }
             if (ep->residual) {
-                const float *rr = ep->residual + m * ep->ld_res + n0;
-                v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, rr));
-                v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, rr + 16));
+                v0 = _mm512_add_ps(v0, map_load16(&j->rm, ep->residual, m, n0, k0));
+                if (k1) v1 = _mm512_add_ps(v1, map_load16(&j->rm, ep->residual, m, n0 + 16, k1));
             }
             _mm512_store_ps(t + r * COLS, v0);
             _mm512_store_ps(t + r * COLS + 16, v1);
@@ -131,9 +197,8 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
         if (ep->act.kind != CPU_ACT_NONE) cpu_act_apply(&ep->act, t, rows * COLS);
     }
     for (int64_t r = 0; r < rows; r++) {
-        float *c = j->C + (m0 + r) * j->ldc + n0;
-        _mm512_mask_storeu_ps(c, k0, _mm512_load_ps(t + r * COLS));
-        _mm512_mask_storeu_ps(c + 16, k1, _mm512_load_ps(t + r * COLS + 16));
+        map_store16(&j->cm, j->C, m0 + r, n0, k0, _mm512_load_ps(t + r * COLS));
+        if (k1) map_store16(&j->cm, j->C, m0 + r, n0 + 16, k1, _mm512_load_ps(t + r * COLS + 16));
     }
 }
 
@@ -209,9 +274,11 @@ static void gemm_tasks(void *user, int64_t t0, int64_t t1) {
     _tile_release();
 }
 
-kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                             const cpu_bf16x3_b *pb, float *C, int64_t ldc, const cpu_epilogue *ep,
-                             cpu_gemm_scratch *scratch, kiln_error *err) {
+/* Splits A (src) into scratch and runs the tiles: C[M, N] = A * B + epilogue, C and the
+ * residual placed by cm and rm. */
+static kiln_status bf16x3_run(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const a_source *src,
+                              const cpu_bf16x3_b *pb, float *C, c_map cm, c_map rm, const cpu_epilogue *ep,
+                              cpu_gemm_scratch *scratch, kiln_error *err) {
     if (!pb || !pb->data || pb->K != K || pb->N != N)
         return kiln_err_set(err, KILN_ERR_INTERNAL, "bf16x3 packed B does not match the GEMM (%lldx%lld)",
                             (long long)K, (long long)N);
@@ -226,10 +293,10 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
         if (!scratch->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
     }
     uint16_t *hi = (uint16_t *)scratch->data, *lo = hi + Mp * Kp;
-    split_job sj = {A, lda, M, K, Kp, hi, lo};
+    split_job sj = {*src, M, K, Kp, hi, lo};
     cpu_parallel_for(pool, Mp, 8, split_rows, &sj);
 
-    gemm_job j = {M, N, Mp, Kp, pb->n_chunks, hi, lo, pb->data, C, ldc, cpu_epilogue_is_empty(ep) ? NULL : ep,
+    gemm_job j = {M, N, Mp, Kp, pb->n_chunks, hi, lo, pb->data, C, cm, rm, cpu_epilogue_is_empty(ep) ? NULL : ep,
                   0, 0, 0, pb->n_strips / 2};
     /* m-blocks whose hi/lo rows stay in L2 (about 1 MiB of them) while the task's strip
      * pairs stream past, enough tasks that every thread gets four or more. 1 MiB against
@@ -250,4 +317,25 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     int64_t n_groups = (j.n_pairs + per - 1) / per;
     cpu_parallel_for_each(pool, j.m_blocks * n_groups, gemm_tasks, &j);
     return KILN_OK;
+}
+
+kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const cpu_bf16x3_b *pb, float *C, int64_t ldc, const cpu_epilogue *ep,
+                             cpu_gemm_scratch *scratch, kiln_error *err) {
+    a_source src = {.A = A, .lda = lda};
+    c_map cm = {.ld = ldc}, rm = {.ld = ep ? ep->ld_res : 0};
+    return bf16x3_run(pool, M, N, K, &src, pb, C, cm, rm, ep, scratch, err);
+}
+
+kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
+                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err) {
+    int64_t os = g->out_size;
+    if ((int64_t)g->in_size * C > INT32_MAX || os * M > INT32_MAX)
+        return kiln_err_set(err, KILN_ERR_LIMIT, "Conv image too large for the bf16x3 kernel");
+    a_source src = {.A = x, .conv = true, .c16 = (layout & CPU_C16_X) != 0, .C = C, .H = g->in[0], .W = g->in[1],
+                    .OW = g->out[1], .out_size = os, .sh = g->stride[0], .sw = g->stride[1]};
+    c_map cm = {.conv = true, .c16 = (layout & CPU_C16_Y) != 0, .out_size = os, .channels = M};
+    c_map rm = {.conv = true, .c16 = (layout & CPU_C16_RES) != 0, .out_size = os, .channels = M};
+    return bf16x3_run(pool, N * os, M, C, &src, w, y, cm, rm, ep, scratch, err);
 }

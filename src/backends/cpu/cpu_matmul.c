@@ -107,7 +107,7 @@ static mm_state *mm_bf16x3_b(cpu_kernel_ctx *ctx, const float *B, int64_t K, int
     if (s->xb_src != B || s->xb.K != K || s->xb.N != N || !s->xb.data) {
         cpu_bf16x3_b_free(&s->xb);
         s->xb_src = NULL;
-        *st = cpu_bf16x3_pack_b(B, N, K, N, &s->xb, ctx->err);
+        *st = cpu_bf16x3_pack_b(B, N, K, N, false, &s->xb, ctx->err);
         if (*st != KILN_OK) return NULL;
         s->xb_src = B;
     }
