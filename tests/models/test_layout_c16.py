@@ -38,16 +38,22 @@ OUTPUTS = {"out_e": (48, 7, 7), "out_g": (16, 14, 14), "out_m": (32, 14, 14), "o
            "out_x": (48, 7, 7), "out_q": (32, 7, 7), "out_s": (32, 13, 13)}
 
 
+def out_shape(s, width):
+    return (s[0] * width if s[0] > 1 else 1, *s[1:])  # out_r is a ReduceMean over channels
+
+
 pytestmark = pytest.mark.skipif(not has_avx512f(), reason="the C16 layout is only chosen on AVX-512F CPUs; this one has none")
 
 
-def build_model(path):
+def build_model(path, width=1):
+    """width multiplies every channel count (the AMX tests need 128 or more inputs)"""
     rng = np.random.default_rng(11)
     inits = []
 
     def weight(name, m, c, k=1):
-        inits.append(numpy_helper.from_array((rng.standard_normal((m, c, k, k)) * 0.15).astype(np.float32), name))
-        inits.append(numpy_helper.from_array((rng.standard_normal(m) * 0.1).astype(np.float32), f"{name}_b"))
+        w = rng.standard_normal((m * width, c * width, k, k)) * 0.15 / np.sqrt(width)
+        inits.append(numpy_helper.from_array(w.astype(np.float32), name))
+        inits.append(numpy_helper.from_array((rng.standard_normal(m * width) * 0.1).astype(np.float32), f"{name}_b"))
 
     for name, m, c, k in (("Wa", 32, 32, 1), ("Wb", 32, 32, 1), ("Wc", 48, 32, 3), ("Wd", 48, 48, 1),
                           ("We", 48, 48, 1), ("Wf", 32, 32, 1), ("Wg", 16, 32, 1), ("Wk", 32, 32, 1),
@@ -83,9 +89,10 @@ def build_model(path):
         helper.make_node("MaxPool", ["v2"], ["out_s"], name="/s", kernel_shape=[2, 2]),
     ]
     batch = "N"
-    g = helper.make_graph(nodes, "c16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32, 14, 14])],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, *s]) for n, s in OUTPUTS.items()],
-                          inits)
+    g = helper.make_graph(nodes, "c16",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32 * width, 14, 14])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, *out_shape(s, width)])
+                           for n, s in OUTPUTS.items()], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     onnx.save(m, str(path))
@@ -173,6 +180,21 @@ def has_amx():
 
 
 AMX = {"KILN_PREFER_TACTIC": "conv_amx_bf16x3"}
+WIDE = 4  # 128-192 channels: the AMX conv takes 128 or more input channels
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    d = tmp_path_factory.mktemp("c16wide")
+    build_model(d / "model.onnx", WIDE)
+    return d
+
+
+def build_wide(model, batch, env, name, precision=None):
+    eng = model / f"{name}_b{batch}.engine"
+    run(["exec", f"--onnx={model / 'model.onnx'}", f"--saveEngine={eng}", f"--shapes=x:{batch}x{32 * WIDE}x14x14",
+         "--skipInference", *([precision] if precision else [])], {**FORCE, **env})
+    return eng
 POINTWISE = ("/a", "/b", "/d", "/e", "/f", "/g", "/k", "/m", "/n", "/x", "/q")
 
 
@@ -182,14 +204,14 @@ def tactics(eng):
 
 
 @pytest.mark.skipif(not has_amx(), reason="this CPU has no AMX-BF16: the bf16x3 conv is never offered")
-def test_amx_convs_keep_the_c16_marks(model):
+def test_amx_convs_keep_the_c16_marks(wide):
     """Forced onto every 1x1 conv (strided /x included), the AMX tactic is recorded as tf32
     and the C16 region is the FP32 one: the AMX conv reads and writes C16 as the C16
     kernel does."""
-    eng = build(model, 1, AMX, "amx_marks", precision=None)
+    eng = build_wide(wide, 1, AMX, "amx_marks")
     t = tactics(eng)
     assert {k: t[k] for k in POINTWISE} == {k: ("conv_amx_bf16x3", "tf32") for k in POINTWISE}
-    assert layouts(eng) == layouts(build(model, 1, {}, "fp32_marks"))
+    assert layouts(eng) == layouts(build_wide(wide, 1, {}, "fp32_marks", "--noTF32"))
 
 
 @pytest.mark.skipif(not has_amx(), reason="this CPU has no AMX-BF16: the bf16x3 conv is never offered")
@@ -197,13 +219,14 @@ def test_amx_convs_keep_the_c16_marks(model):
     (1, 1, {}, {}, 1e-4), (3, 2, {}, {}, 1e-4),
     (3, 1, {"KILN_NO_C16_LAYOUT": "1"}, {}, 1e-4),   # NCHW in and out: the gather/scatter paths
     (3, 2, {}, {"KILN_NO_AMX": "1"}, 1e-5)])          # AMX off at run time: the C16 kernel's FP32
-def test_amx_outputs_match_onnxruntime(model, batch, threads, build_env, run_env, tol):
+def test_amx_outputs_match_onnxruntime(wide, batch, threads, build_env, run_env, tol):
     import onnxruntime as ort
-    eng = build(model, batch, {**AMX, **build_env}, f"amx{len(build_env)}", precision=None)
-    x = np.random.default_rng(20 + batch).standard_normal((batch, 32, 14, 14)).astype(np.float32)
+    model = wide
+    eng = build_wide(model, batch, {**AMX, **build_env}, f"amx{len(build_env)}")
+    x = np.random.default_rng(20 + batch).standard_normal((batch, 32 * WIDE, 14, 14)).astype(np.float32)
     np.save(model / "xa.npy", x)
     out = model / "outa.json"
-    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x32x14x14", f"--loadInputs=x:{model / 'xa.npy'}",
+    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x{32 * WIDE}x14x14", f"--loadInputs=x:{model / 'xa.npy'}",
          f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"], run_env)
     got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
     ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})

@@ -172,9 +172,13 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
 
 /* ---- AMX bf16x3 1x1 convs (cpu_gemm_bf16x3.h) ---------------------------------------- */
 
+/* At least 128 input channels: with 64 (ResNet-50's 64 -> 256 convs at 56x56) a 32x32
+ * block is two 32-k chunks, too short to pay for the tile stores and the split input, and
+ * in the network those ran 10-37% slower than the C16 kernel at batch 1 and 8 (ab_kiln
+ * --by node, docs/BENCHMARKS.md "Session 15"), though timed alone they tied it. */
 bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
-    return group == 1 && C % 16 == 0 && M % 16 == 0 && g->k[0] == 1 && g->k[1] == 1 && !g->pad0[0] && !g->pad0[1] &&
-           !g->pad1[0] && !g->pad1[1];
+    return group == 1 && C % 16 == 0 && C >= 128 && M % 16 == 0 && g->k[0] == 1 && g->k[1] == 1 && !g->pad0[0] &&
+           !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
 }
 
 /* The 1x1 conv as Y^T = X^T W^T on AMX tiles, reading and writing NCHW or C16 (layout:

@@ -40,7 +40,7 @@ kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
 kiln_status cpu_conv_run_amx(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                              int32_t n_out);
 /* The geometry the AMX tactic takes: 2-D 1x1 without pads (any stride), group 1, input and
- * output channels multiples of 16 (so it can sit in a C16 region). */
+ * output channels multiples of 16 (so it can sit in a C16 region), at least 128 inputs. */
 bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 /* Whether the builder offers conv_c16_direct for a conv of this geometry (and cpu_conv runs
  * it without a tactic): 2-D, group 1, M a multiple of 16, and kernels larger than 1x1 over
