@@ -202,12 +202,19 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
     }
 }
 
+/* B's tiles come from memory on an m-block's first 32 rows (weights are read once per
+ * inference) and from L2 after: on that first pass the tiles PF_CHUNKS chunks ahead are
+ * prefetched. Cold-weight micro-benchmark (12 weights in rotation, 1 thread, interleaved
+ * against the FP32 GEMM, three runs): speed-up over FP32 1.21-1.48 -> 1.39-1.63 on
+ * 128x768x3072 and 1.54-1.75 -> 1.64-1.82 on 128x3072x768; 128x768x768 within noise. */
+#define PF_CHUNKS 4
+
 /* One 32x32 block of C: rows [m0, m0 + 32) of the split A against strips 2p, 2p + 1.
  * Tiles are not renamed, so a load into a tile waits for the TDPBF16PS still reading it;
  * each load is placed right after the last product that reads the old contents, with
  * independent products after it, and the next chunk's first tiles are loaded during this
  * chunk's last products (micro-benchmark, data in L2: 596 -> 643 bfloat16 GFLOP/s). */
-static void block_32x32(const gemm_job *j, int64_t m0, int64_t p, float *t) {
+static void block_32x32(const gemm_job *j, int64_t m0, int64_t p, float *t, bool prefetch_b) {
     const int64_t stride = j->Kp * 2; /* bytes per row of ah / al */
     const uint16_t *ah0 = j->ah + m0 * j->Kp, *al0 = j->al + m0 * j->Kp;
     const uint16_t *ah1 = ah0 + 16 * j->Kp, *al1 = al0 + 16 * j->Kp;
@@ -223,6 +230,11 @@ static void block_32x32(const gemm_job *j, int64_t m0, int64_t p, float *t) {
     for (int64_t c = 0; c < j->n_chunks; c++) {
         const int64_t k = c * 32, n = c + 1 < j->n_chunks ? k + 32 : k; /* the next chunk (or this one again) */
         const uint16_t *bh0 = b0 + c * 1024, *bh1 = b1 + c * 1024;
+        if (prefetch_b && c + PF_CHUNKS < j->n_chunks)
+            for (int l = 0; l < 2048; l += 64) {
+                _mm_prefetch((const char *)(bh0 + PF_CHUNKS * 1024) + l, _MM_HINT_T0);
+                _mm_prefetch((const char *)(bh1 + PF_CHUNKS * 1024) + l, _MM_HINT_T0);
+            }
         /* A lo x B hi (loaded before) */
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
@@ -267,7 +279,7 @@ static void gemm_tasks(void *user, int64_t t0, int64_t t1) {
         if (p_end > j->n_pairs) p_end = j->n_pairs;
         for (int64_t p = p_begin; p < p_end; p++)
             for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
-                block_32x32(j, m0, p, t);
+                block_32x32(j, m0, p, t, m0 == m_begin);
                 store_block(j, t, m0, p * COLS);
             }
     }
