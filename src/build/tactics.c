@@ -134,21 +134,26 @@ static uint64_t conv_winograd_f23_scratch(const build_tactic_query *q) {
     return conv_winograd_scratch_tile(q, CPU_WINOGRAD_F23);
 }
 
-/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_offered offers it, on
- * the geometry the Conv kernel itself computes (pads, auto_pad, strides, dilations). */
-static bool conv_c16_tactic_applies(const build_tactic_query *q) {
-    conv_shape s = conv_geometry(q);
-    /* not where the P16 layout pass put a conv's data in its own layout */
-    if (!s.ok || s.nsp != 2 || conv_is_depthwise(&s) || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
+/* The kernel's own geometry of a 2-D conv (pads, auto_pad, strides, dilations), for the
+ * tactics that apply by it; false for other ranks, bad attributes (the kernel reports
+ * them when it runs) and convs the P16 layout pass put in its own layout. */
+static bool conv_geom_2d(const build_tactic_query *q, conv_shape *s, cpu_conv_geom *g) {
+    *s = conv_geometry(q);
+    if (!s->ok || s->nsp != 2 || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
     int64_t x_dims[2] = {q->in[0]->dims[2].value, q->in[0]->dims[3].value};
     int64_t k_dims[2] = {q->in[1]->dims[2].value, q->in[1]->dims[3].value};
     kiln_error err = {0};
     cpu_kernel_ctx ctx = {.node = q->node, .err = &err};
-    cpu_conv_geom g;
-    bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, &g) == KILN_OK &&
-              cpu_conv_c16_offered(&g, s.group, s.C, s.M);
-    kiln_err_clear(&err); /* a bad attribute: the kernel reports it when it runs */
+    bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, g) == KILN_OK;
+    kiln_err_clear(&err);
     return ok;
+}
+
+/* The channels-in-lanes direct conv (AVX-512): where cpu_conv_c16_offered offers it. */
+static bool conv_c16_tactic_applies(const build_tactic_query *q) {
+    conv_shape s;
+    cpu_conv_geom g;
+    return conv_geom_2d(q, &s, &g) && !conv_is_depthwise(&s) && cpu_conv_c16_offered(&g, s.group, s.C, s.M);
 }
 /* its padded input copy: N x C x (H + pads) x (W + pads) floats; pads bounded by the kernel */
 static uint64_t conv_c16_scratch(const build_tactic_query *q) {
@@ -162,19 +167,11 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
     return n;
 }
 
-/* The AMX bf16x3 1x1 conv (cpu_conv_amx_applies), not where the P16 pass put the data */
+/* The AMX bf16x3 1x1 conv (cpu_conv_amx_applies) */
 static bool conv_amx_tactic_applies(const build_tactic_query *q) {
-    conv_shape s = conv_geometry(q);
-    if (!s.ok || s.nsp != 2 || ir_node_attr_int(q->node, "kiln_p16", 0)) return false;
-    int64_t x_dims[2] = {q->in[0]->dims[2].value, q->in[0]->dims[3].value};
-    int64_t k_dims[2] = {q->in[1]->dims[2].value, q->in[1]->dims[3].value};
-    kiln_error err = {0};
-    cpu_kernel_ctx ctx = {.node = q->node, .err = &err};
+    conv_shape s;
     cpu_conv_geom g;
-    bool ok = cpu_conv_geom_init(&ctx, CPU_GEOM_CONV, 2, x_dims, k_dims, &g) == KILN_OK &&
-              cpu_conv_amx_applies(&g, s.group, s.C, s.M);
-    kiln_err_clear(&err);
-    return ok;
+    return conv_geom_2d(q, &s, &g) && cpu_conv_amx_applies(&g, s.group, s.C, s.M);
 }
 /* its split input: (N * OH * OW rounded up to 32) x (C rounded up to 32) x 2 bfloat16 */
 static uint64_t conv_amx_scratch(const build_tactic_query *q) {

@@ -233,6 +233,12 @@ float ir_node_attr_float(const ir_node *n, const char *name, float dflt) {
     return (a && a->type == IR_ATTR_FLOAT) ? a->f : dflt;
 }
 
+bool ir_node_attr_str_is(const ir_node *n, const char *name, const char *value) {
+    const ir_attr *a = n ? ir_node_attr(n, name) : NULL;
+    size_t len = strlen(value);
+    return a && a->type == IR_ATTR_STRING && a->s.len == len && !memcmp(a->s.data, value, len);
+}
+
 int64_t ir_model_opset(const ir_model *m, const char *domain) {
     for (int32_t i = 0; i < m->n_opsets; i++)
         if (strcmp(m->opsets[i].domain, domain) == 0) return m->opsets[i].version;

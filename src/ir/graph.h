@@ -355,6 +355,8 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *name);
 bool ir_node_set_attr(ir_model *model, ir_node *n, const ir_attr *attr);
 int64_t ir_node_attr_int(const ir_node *n, const char *name, int64_t dflt);
 float ir_node_attr_float(const ir_node *n, const char *name, float dflt);
+/* Whether n has a string attribute `name` equal to `value` (kernels reading kiln_tactic). */
+bool ir_node_attr_str_is(const ir_node *n, const char *name, const char *value);
 
 /* Opset version of a domain in the model ("" = ai.onnx); 0 if not imported. */
 int64_t ir_model_opset(const ir_model *model, const char *domain);

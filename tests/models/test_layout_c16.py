@@ -131,21 +131,27 @@ def test_pass_off_leaves_nchw(model):
     assert set(layouts(build(model, 1, {"KILN_NO_C16_LAYOUT": "1"}, "off")).values()) == {"nchw"}
 
 
+def check_against_onnxruntime(model, eng, x, threads, run_env, atol):
+    """Runs engine eng on x with `kiln exec --exportOutput`; every output must match ORT."""
+    import onnxruntime as ort
+    np.save(model / "x.npy", x)
+    out = model / "out.json"
+    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{'x'.join(map(str, x.shape))}",
+         f"--loadInputs=x:{model / 'x.npy'}", f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0",
+         f"--exportOutput={out}"], run_env)
+    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
+    ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, want in zip(OUTPUTS, ref):
+        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=atol, err_msg=name)
+
+
 @pytest.mark.parametrize("batch,threads,build_env,run_env", [
     (1, 1, {}, {}), (3, 2, {}, {}), (3, 1, {"KILN_NO_C16_LAYOUT": "1"}, {}),
     (3, 2, {}, {"KILN_CONV_C16": "0"}), (1, 1, {}, {"KILN_CONV_C16": "0"})])
 def test_outputs_match_onnxruntime(model, batch, threads, build_env, run_env):
-    import onnxruntime as ort
     eng = build(model, batch, build_env, f"run{len(build_env)}")
     x = np.random.default_rng(batch).standard_normal((batch, 32, 14, 14)).astype(np.float32)
-    np.save(model / "x.npy", x)
-    out = model / "out.json"
-    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x32x14x14", f"--loadInputs=x:{model / 'x.npy'}",
-         f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"], run_env)
-    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
-    ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    for name, want in zip(OUTPUTS, ref):
-        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=1e-5, err_msg=name)
+    check_against_onnxruntime(model, eng, x, threads, run_env, 1e-5)
 
 
 def test_dynamic_batch_profile_matches_onnxruntime(model):
@@ -220,15 +226,6 @@ def test_amx_convs_keep_the_c16_marks(wide):
     (3, 1, {"KILN_NO_C16_LAYOUT": "1"}, {}, 1e-4),   # NCHW in and out: the gather/scatter paths
     (3, 2, {}, {"KILN_NO_AMX": "1"}, 1e-5)])          # AMX off at run time: the C16 kernel's FP32
 def test_amx_outputs_match_onnxruntime(wide, batch, threads, build_env, run_env, tol):
-    import onnxruntime as ort
-    model = wide
-    eng = build_wide(model, batch, {**AMX, **build_env}, f"amx{len(build_env)}")
+    eng = build_wide(wide, batch, {**AMX, **build_env}, f"amx{len(build_env)}")
     x = np.random.default_rng(20 + batch).standard_normal((batch, 32 * WIDE, 14, 14)).astype(np.float32)
-    np.save(model / "xa.npy", x)
-    out = model / "outa.json"
-    run(["exec", f"--loadEngine={eng}", f"--shapes=x:{batch}x{32 * WIDE}x14x14", f"--loadInputs=x:{model / 'xa.npy'}",
-         f"--threads={threads}", "--iterations=1", "--duration=0", "--warmUp=0", f"--exportOutput={out}"], run_env)
-    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
-    ref = ort.InferenceSession(str(model / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    for name, want in zip(OUTPUTS, ref):
-        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-4, atol=tol, err_msg=name)
+    check_against_onnxruntime(wide, eng, x, threads, run_env, tol)

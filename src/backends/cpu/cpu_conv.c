@@ -436,23 +436,20 @@ static void dw_run(void *user, int64_t begin, int64_t end) {
 
 enum conv_algo { CONV_AUTO = 0, CONV_GEMM, CONV_WINOGRAD, CONV_WINOGRAD_F23, CONV_C16, CONV_AMX };
 
-static bool attr_is(const ir_attr *a, const char *s) {
-    return a && a->type == IR_ATTR_STRING && a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
-}
-
 static kiln_status conv_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                             int32_t n_out, enum conv_algo algo);
 
 kiln_status cpu_conv(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                      int32_t n_out) {
-    const ir_attr *t = ir_node_attr(ctx->node, "kiln_tactic");
-    enum conv_algo algo = attr_is(t, CPU_CONV_TACTIC_WINOGRAD)       ? CONV_WINOGRAD
-                          : attr_is(t, CPU_CONV_TACTIC_WINOGRAD_F23) ? CONV_WINOGRAD_F23
-                          : attr_is(t, CPU_CONV_TACTIC_GEMM)         ? CONV_GEMM
-                          : attr_is(t, CPU_CONV_TACTIC_POINTWISE)    ? CONV_GEMM
-                          : attr_is(t, CPU_CONV_TACTIC_C16)          ? CONV_C16
-                          : attr_is(t, CPU_CONV_TACTIC_AMX)          ? CONV_AMX
-                                                                     : CONV_AUTO;
+    static const struct {
+        const char *name;
+        enum conv_algo algo;
+    } by_tactic[] = {{CPU_CONV_TACTIC_WINOGRAD, CONV_WINOGRAD}, {CPU_CONV_TACTIC_WINOGRAD_F23, CONV_WINOGRAD_F23},
+                     {CPU_CONV_TACTIC_GEMM, CONV_GEMM},         {CPU_CONV_TACTIC_POINTWISE, CONV_GEMM},
+                     {CPU_CONV_TACTIC_C16, CONV_C16},           {CPU_CONV_TACTIC_AMX, CONV_AMX}};
+    enum conv_algo algo = CONV_AUTO;
+    for (size_t i = 0; i < sizeof by_tactic / sizeof by_tactic[0]; i++)
+        if (ir_node_attr_str_is(ctx->node, "kiln_tactic", by_tactic[i].name)) algo = by_tactic[i].algo;
     return conv_run(ctx, inputs, n_in, outputs, n_out, algo);
 }
 

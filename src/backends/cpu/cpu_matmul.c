@@ -384,14 +384,10 @@ static kiln_status mm_run(cpu_kernel_ctx *ctx, const rt_value *const *inputs, in
     return KILN_OK;
 }
 
-static bool attr_is(const ir_attr *a, const char *str) {
-    return a && a->type == IR_ATTR_STRING && a->s.len == strlen(str) && !memcmp(a->s.data, str, a->s.len);
-}
-
 /* The registered kernel: the tactic the builder chose (kiln_tactic), FP32 without one. */
 kiln_status cpu_matmul(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                        int32_t n_out) {
-    bool bf16x3 = ctx->node && attr_is(ir_node_attr(ctx->node, "kiln_tactic"), CPU_MATMUL_TACTIC_BF16X3);
+    bool bf16x3 = ir_node_attr_str_is(ctx->node, "kiln_tactic", CPU_MATMUL_TACTIC_BF16X3);
     return mm_run(ctx, inputs, n_in, outputs, n_out, bf16x3);
 }
 
