@@ -212,6 +212,17 @@ static uint64_t file_size(const char *path) {
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+
+/* How many layers run TF32-class arithmetic (the CPU's AMX bf16x3 tactics), so a user
+ * comparing outputs against FP32 knows why they differ in the 6th digit. */
+static void log_tf32_layers(const engine_plan *plan) {
+    int32_t n = 0;
+    for (int32_t i = 0; plan && i < plan->n_layers; i++) n += plan->layers[i].precision == ENGINE_PREC_TF32;
+    if (n && plan->header.backend == ENGINE_BACKEND_CPU)
+        perf_log('I', "%d of %d layers run TF32-class AMX bf16x3 GEMMs (about 3e-6 of sum |a*b| off; build with "
+                      "--noTF32 for FP32 only; kiln inspect lists them)", n, plan->n_layers);
+}
+
 static int build_from_onnx(exec_state *s) {
     exec_flags *f = &s->f;
     perf_log('I', "Start parsing network model.");
@@ -340,6 +351,7 @@ static int build_from_onnx(exec_state *s) {
     }
     s->owned_bytes = bytes;
     perf_log('I', "Created engine with size: %g MiB", (double)s->engine_size / (1 << 20));
+    log_tf32_layers(s->plan);
     return 0;
 }
 
@@ -388,6 +400,7 @@ static int load_engine(exec_state *s) {
     }
     s->engine_size = file_size(f->load_engine);
     perf_log('I', "Loaded engine with size: %g MiB", (double)s->engine_size / (1 << 20));
+    log_tf32_layers(s->plan);
     perf_log('I', "Engine deserialized in %g sec.", s->load_ms / 1000.0);
     if (s->wcheck_ms > 0)
         perf_log('V', "Engine weights checksum verified in %g ms on a background thread (waited %g ms for it)",
