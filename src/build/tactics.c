@@ -167,18 +167,19 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
     return n;
 }
 
-/* The AMX bf16x3 1x1 conv (cpu_conv_amx_applies) */
+/* The AMX bf16x3 conv (cpu_conv_amx_applies) */
 static bool conv_amx_tactic_applies(const build_tactic_query *q) {
     conv_shape s;
     cpu_conv_geom g;
-    return conv_geom_2d(q, &s, &g) && cpu_conv_amx_applies(&g, s.group, s.C, s.M);
+    return conv_geom_2d(q, &s, &g) && cpu_conv_amx_applies(&g, s.group, s.C, s.M, q->in[0]->dims[0].value);
 }
-/* its split input: (N * OH * OW rounded up to 32) x (C rounded up to 32) x 2 bfloat16 */
+/* its split input: (N * OH * OW rounded up to 32) x (C * KH * KW rounded up to 32) x 2
+ * bfloat16 */
 static uint64_t conv_amx_scratch(const build_tactic_query *q) {
     conv_shape s = conv_geometry(q);
     if (!s.ok) return 0;
     uint64_t rows = ((uint64_t)q->out[0]->dims[0].value * (uint64_t)s.osize + 31) / 32 * 32;
-    return rows * (((uint64_t)s.C + 31) / 32 * 32) * 4;
+    return rows * (((uint64_t)s.C * (uint64_t)s.ksize + 31) / 32 * 32) * 4;
 }
 
 /* ---- MatMul ------------------------------------------------------------------------ */

@@ -3,7 +3,8 @@
  * chunk, every epilogue kind the MatMul kernel fuses, 1 and 2 pool threads; the error
  * must stay inside the bound the header promises (far below one bfloat16 product's), so a
  * dropped lo term fails. Also the bfloat16 rounding and split of special values, and the
- * 1x1 conv form over NCHW and C16 inputs, outputs and residuals. The GEMM cases skip, with
+ * conv form (1x1 and padded, strided, dilated 3x3) over NCHW and C16 inputs, outputs and
+ * residuals. The GEMM cases skip, with
  * a printed reason, where AMX cannot run.
  */
 #include <math.h>
@@ -184,29 +185,30 @@ static void test_nan_propagates(void **state) {
     free(C);
 }
 
-/* A 1x1 conv, stride 2 over a 9x7 image (so rows span images and the last block is
- * partial), batch 2, every combination of NCHW / C16 for x, y and the residual, against
- * a double reference with bias and ReLU. */
+/* Convs over a 9x7 image, batch 2 (so rows span images and the last block is partial):
+ * 1x1 stride 2, 3x3 stride 1 pad 1, 3x3 stride 2 pad 1 dilation 2; every combination of
+ * NCHW / C16 for x, y and the residual, against a double reference with bias and ReLU. */
 static int64_t c16_index(int64_t c, int64_t p, int64_t n_pos) { return ((c / 16) * n_pos + p) * 16 + c % 16; }
 
-static void test_conv1x1_layouts(void **state) {
-    (void)state;
-    if (!cpu_bf16x3_usable()) {
-        printf("skipped: AMX-BF16 cannot run here\n");
-        return;
-    }
-    const int64_t N = 2, C = 48, M = 32, H = 9, W = 7, OH = 5, OW = 4, IS = H * W, OS = OH * OW;
-    float *x = rand_buf(N * C * IS), *w = rand_buf(M * C), *bias = rand_buf(M), *res = rand_buf(N * M * OS);
+static void check_conv(int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    const int64_t N = 2, C = 48, M = 32, H = 9, W = 7, IS = H * W, taps = k * k, K = C * taps;
+    const int64_t OH = (H + 2 * pad - dil * (k - 1) - 1) / stride + 1, OW = (W + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    const int64_t OS = OH * OW;
+    float *x = rand_buf(N * C * IS), *w = rand_buf(M * C * taps), *bias = rand_buf(M), *res = rand_buf(N * M * OS);
     float *xin = malloc(sizeof(float) * N * C * IS), *rin = malloc(sizeof(float) * N * M * OS);
-    float *y = malloc(sizeof(float) * N * M * OS);
+    float *y = malloc(sizeof(float) * N * M * OS), *wr = malloc(sizeof(float) * M * K);
     cpu_conv_geom g = {0};
     g.nsp = 2;
-    g.in[0] = H, g.in[1] = W, g.out[0] = OH, g.out[1] = OW, g.k[0] = g.k[1] = 1, g.stride[0] = g.stride[1] = 2;
-    g.dil[0] = g.dil[1] = 1, g.in_size = IS, g.out_size = OS, g.k_size = 1;
+    g.in[0] = H, g.in[1] = W, g.out[0] = OH, g.out[1] = OW, g.k[0] = g.k[1] = k, g.stride[0] = g.stride[1] = stride;
+    g.dil[0] = g.dil[1] = dil, g.pad0[0] = g.pad0[1] = g.pad1[0] = g.pad1[1] = pad;
+    g.in_size = IS, g.out_size = OS, g.k_size = taps;
+    for (int64_t m = 0; m < M; m++) /* [M][C][taps] -> [M][taps][C], as cpu_conv.c packs */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t t = 0; t < taps; t++) wr[m * K + t * C + c] = w[(m * C + c) * taps + t];
     cpu_bf16x3_b b;
     cpu_gemm_scratch scratch = {0};
     kiln_error err = {0};
-    assert_int_equal(cpu_bf16x3_pack_b(w, C, C, M, true, &b, &err), KILN_OK);
+    assert_int_equal(cpu_bf16x3_pack_b(wr, K, K, M, true, &b, &err), KILN_OK);
     for (unsigned layout = 0; layout < 8; layout++) {
         for (int64_t n = 0; n < N; n++) {
             for (int64_t c = 0; c < C; c++)
@@ -218,33 +220,48 @@ static void test_conv1x1_layouts(void **state) {
                         res[(n * M + m) * OS + p];
         }
         cpu_epilogue ep = {.bias_mode = CPU_BIAS_COL, .bias = bias, .residual = rin, .act = {.kind = CPU_ACT_RELU}};
-        assert_int_equal(cpu_conv1x1_bf16x3(NULL, &g, N, C, M, xin, &b, y, &ep, layout, &scratch, &err), KILN_OK);
+        assert_int_equal(cpu_conv_bf16x3(NULL, &g, N, C, M, xin, &b, y, &ep, layout, &scratch, &err), KILN_OK);
         for (int64_t n = 0; n < N; n++)
             for (int64_t m = 0; m < M; m++)
                 for (int64_t p = 0; p < OS; p++) {
-                    int64_t ih = (p / OW) * 2, iw = (p % OW) * 2;
                     double acc = bias[m] + res[(n * M + m) * OS + p], mag = 0;
-                    for (int64_t c = 0; c < C; c++) {
-                        double t = (double)w[m * C + c] * x[(n * C + c) * IS + ih * W + iw];
-                        acc += t;
-                        mag += fabs(t);
-                    }
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t t = 0; t < taps; t++) {
+                            int64_t ih = (p / OW) * stride - pad + (t / k) * dil, iw = (p % OW) * stride - pad + (t % k) * dil;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            double v = (double)w[(m * C + c) * taps + t] * x[(n * C + c) * IS + ih * W + iw];
+                            acc += v;
+                            mag += fabs(v);
+                        }
                     acc = acc > 0 ? acc : 0;
                     float got = y[n * M * OS + ((layout & CPU_C16_Y) ? c16_index(m, p, OS) : m * OS + p)];
                     if (!(fabs(got - acc) <= 2.5e-5 * mag + 1e-6))
-                        fail_msg("layout %u: y[%lld][%lld][%lld] = %.9g, reference %.9g", layout, (long long)n,
-                                 (long long)m, (long long)p, (double)got, acc);
+                        fail_msg("%lldx%lld/%lld pad %lld dil %lld, layout %u: y[%lld][%lld][%lld] = %.9g, reference %.9g",
+                                 (long long)k, (long long)k, (long long)stride, (long long)pad, (long long)dil, layout,
+                                 (long long)n, (long long)m, (long long)p, (double)got, acc);
                 }
     }
     cpu_bf16x3_b_free(&b);
     cpu_gemm_scratch_free(&scratch);
     free(x);
     free(w);
+    free(wr);
     free(bias);
     free(res);
     free(xin);
     free(rin);
     free(y);
+}
+
+static void test_conv_layouts(void **state) {
+    (void)state;
+    if (!cpu_bf16x3_usable()) {
+        printf("skipped: AMX-BF16 cannot run here\n");
+        return;
+    }
+    check_conv(1, 2, 0, 1);
+    check_conv(3, 1, 1, 1);
+    check_conv(3, 2, 1, 2);
 }
 
 int main(void) {
@@ -253,7 +270,7 @@ int main(void) {
         cmocka_unit_test(test_pack_splits_values),
         cmocka_unit_test(test_gemm_vs_reference),
         cmocka_unit_test(test_nan_propagates),
-        cmocka_unit_test(test_conv1x1_layouts),
+        cmocka_unit_test(test_conv_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

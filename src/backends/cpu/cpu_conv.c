@@ -172,32 +172,47 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
 
 /* ---- AMX bf16x3 1x1 convs (cpu_gemm_bf16x3.h) ---------------------------------------- */
 
-/* At least 128 input channels: with 64 (ResNet-50's 64 -> 256 convs at 56x56) a 32x32
- * block is two 32-k chunks, too short to pay for the tile stores and the split input, and
- * in the network those ran 10-37% slower than the C16 kernel at batch 1 and 8 (ab_kiln
- * --by node, docs/BENCHMARKS.md "Session 15"), though timed alone they tied it. */
-bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
-    return group == 1 && C % 16 == 0 && C >= 128 && M % 16 == 0 && g->k[0] == 1 && g->k[1] == 1 && !g->pad0[0] &&
-           !g->pad0[1] && !g->pad1[0] && !g->pad1[1];
+/* At least 128 products per output (C * KH * KW): with 64 (ResNet-50's 64 -> 256 1x1 convs
+ * at 56x56) a 32x32 block is two 32-k chunks, too short to pay for the tile stores and the
+ * split input, and in the network those ran 10-37% slower than the C16 kernel at batch 1
+ * and 8 (ab_kiln --by node, docs/BENCHMARKS.md "Session 15"), though timed alone they
+ * tied it. Channels in 16s: a C16 region's convs, and a 16-float load per tap. A kernel
+ * larger than 1x1 splits KH * KW copies of its input (the im2col matrix, in bfloat16
+ * pairs): only while that fits in 2 MiB. ResNet-50's batch-1 stage-3/4 3x3 convs qualify
+ * (+4.9% end to end, 13 of 16 rounds, against +2.0% with 1x1 convs only); at batch 8 the
+ * strided 3x3s' 29 MB copies made the network 4% slower than FP32. */
+bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M, int64_t N) {
+    if (g->nsp != 2 || group != 1 || C % 16 || M % 16 || C * g->k[0] * g->k[1] < 128 || g->k[0] > 16 || g->k[1] > 16)
+        return false;
+    double split_bytes = (double)N * (double)g->out_size * (double)C * (double)(g->k[0] * g->k[1]) * 4.0;
+    return g->k[0] * g->k[1] == 1 || split_bytes <= 2.0 * 1024 * 1024;
 }
-
-/* The 1x1 conv as Y^T = X^T W^T on AMX tiles, reading and writing NCHW or C16 (layout:
- * kiln_c16's bits); the per-channel bias becomes a column bias of that GEMM. */
+/* The conv as Y^T = im2col(X)^T W^T on AMX tiles, reading and writing NCHW or C16
+ * (layout: kiln_c16's bits); the per-channel bias becomes a column bias of that GEMM. The
+ * weights [M][C][KH][KW] are reordered to [M][KH][KW][C] (the split's tap-major k) and
+ * packed once per node. */
 static kiln_status conv_amx(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
                             const float *X, const float *Wt, float *Y, const cpu_epilogue *ep, unsigned layout) {
     conv_state *cs = conv_state_get(ctx);
     if (!cs) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory for the Conv state");
-    if (!cs->amx.data || cs->amx_src != Wt || cs->amx.K != C || cs->amx.N != M) {
+    int64_t taps = g->k[0] * g->k[1], K = C * taps;
+    if (!cs->amx.data || cs->amx_src != Wt || cs->amx.K != K || cs->amx.N != M) {
         cpu_bf16x3_b_free(&cs->amx);
         cs->amx_src = NULL;
-        kiln_status st = cpu_bf16x3_pack_b(Wt, C, C, M, true, &cs->amx, ctx->err);
+        float *wr = kiln_realloc_array(NULL, (size_t)(M * K), sizeof(float));
+        if (!wr) return cpu_kernel_fail(ctx, KILN_ERR_NOMEM, "out of memory reordering Conv weights");
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t t = 0; t < taps; t++) wr[m * K + t * C + c] = Wt[(m * C + c) * taps + t];
+        kiln_status st = cpu_bf16x3_pack_b(wr, K, K, M, true, &cs->amx, ctx->err);
+        free(wr);
         if (st != KILN_OK) return st;
         cs->amx_src = Wt;
     }
     cpu_epilogue e = *ep;
     if (e.bias_mode == CPU_BIAS_ROW) e.bias_mode = CPU_BIAS_COL;
-    return cpu_conv1x1_bf16x3(ctx->pool, g, N, C, M, X, &cs->amx, Y, &e, layout, cpu_scratch_gemm(ctx, &cs->scratch),
-                              ctx->err);
+    return cpu_conv_bf16x3(ctx->pool, g, N, C, M, X, &cs->amx, Y, &e, layout, cpu_scratch_gemm(ctx, &cs->scratch),
+                           ctx->err);
 }
 
 /* ---- implicit-GEMM packing (2-D, packed weights) ----------------------------------- */
@@ -606,7 +621,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     /* the AMX tactic reads and writes NCHW and C16 alike; where AMX cannot run (KILN_NO_AMX,
      * another CPU) a C16-marked node takes the C16 kernel below, an unmarked one the GEMM */
     bool amx = algo == CONV_AMX && packable && !p16 && nsp == 2 && cpu_bf16x3_usable() &&
-               cpu_conv_amx_applies(&g, group, C, M);
+               cpu_conv_amx_applies(&g, group, C, M, N);
     if (c16 && !amx) {
         /* the builder marked it for the C16 kernel or for Winograd (which reads and
          * writes C16 through its own 8-channel blocks) */

@@ -102,9 +102,9 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     (void)pool, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)pb, (void)C, (void)ldc, (void)ep, (void)scratch;
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "this kiln was built without AMX support");
 }
-kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
-                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
-                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err) {
+kiln_status cpu_conv_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                            const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep, unsigned layout,
+                            cpu_gemm_scratch *scratch, kiln_error *err) {
     (void)pool, (void)g, (void)N, (void)C, (void)M, (void)x, (void)w, (void)y, (void)ep, (void)layout, (void)scratch;
     return kiln_err_set(err, KILN_ERR_UNSUPPORTED, "this kiln was built without AMX support");
 }

@@ -54,14 +54,15 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
                              const cpu_bf16x3_b *pb, float *C, int64_t ldc, const cpu_epilogue *ep,
                              cpu_gemm_scratch *scratch, kiln_error *err);
 
-/* A 2-D 1x1 conv without pads (any stride), group 1, as the GEMM Y^T = X^T * W^T: rows
- * are the N * out_size output positions, K = C input channels, columns the M output
- * channels; w packed from the weights [M, C] with trans. x, y and the epilogue's residual
- * are NCHW or C16 as `layout` says (cpu_c16.h's CPU_C16_X / _Y / _RES); the bias is per
- * output channel, so ep's bias must be CPU_BIAS_COL here. */
-kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
-                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
-                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err);
+/* A 2-D conv, group 1, C a multiple of 16, as the GEMM Y^T = im2col(X)^T * W^T: rows are
+ * the N * out_size output positions, K = KH * KW * C (tap-major: k = tap * C + c), columns
+ * the M output channels. w is packed with trans from the weights reordered to
+ * [M][KH * KW][C] (cpu_conv.c). Pads, strides and dilations as in g. x, y and the
+ * epilogue's residual are NCHW or C16 as `layout` says (cpu_c16.h's CPU_C16_X / _Y / _RES);
+ * the bias is per output channel, so ep's bias must be CPU_BIAS_COL here. */
+kiln_status cpu_conv_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                            const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep, unsigned layout,
+                            cpu_gemm_scratch *scratch, kiln_error *err);
 
 /* Rounds a float to bfloat16 bits, to nearest even; NaN stays a (quiet) NaN, infinities
  * stay infinite. Shared by the packer and the tests. */

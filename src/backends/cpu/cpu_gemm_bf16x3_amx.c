@@ -60,15 +60,15 @@ static inline void split16(__m512 x, __m256i *hi, __m256i *lo) {
     *lo = _mm512_cvtepi32_epi16(l);
 }
 
-/* Where row r of A and its elements lie: a row-major matrix (row stride lda), or a 1x1
- * conv's input, row r being output position r % out_size of image r / out_size, whose
- * elements are the input channels at (oh * stride_h, ow * stride_w) of an NCHW or C16
- * image (cpu_c16.h). */
+/* Where row r of A and its elements lie: a row-major matrix (row stride lda), or a 2-D
+ * conv's implicit im2col matrix. There row r is output position r % out_size of image
+ * r / out_size, and element k is input channel k % C at kernel tap k / C (taps row-major
+ * over KH x KW) of an NCHW or C16 image (cpu_c16.h); taps over the padding read zero. */
 typedef struct a_source {
     const float *A;
     int64_t lda;
     bool conv, c16;
-    int64_t C, H, W, OW, out_size, sh, sw;
+    int64_t C, H, W, OW, out_size, sh, sw, KW, pt, pl, dh, dw;
 } a_source;
 
 typedef struct split_job {
@@ -77,17 +77,21 @@ typedef struct split_job {
     uint16_t *hi, *lo;
 } split_job;
 
-/* 16 elements [k, k + 16) of row r (zero past K; m masks the valid ones). */
+/* 16 elements [k, k + 16) of row r (zero past K; m masks the valid ones). A conv's C is a
+ * multiple of 16, so the 16 lie in one tap. */
 static inline __m512 a_load16(const a_source *a, int64_t r, int64_t k, __mmask16 m) {
     if (!a->conv) return _mm512_maskz_loadu_ps(m, a->A + r * a->lda + k);
-    int64_t n = r / a->out_size, p = r % a->out_size, ih = (p / a->OW) * a->sh, iw = (p % a->OW) * a->sw;
+    int64_t n = r / a->out_size, p = r % a->out_size, tap = k / a->C, c = k % a->C;
+    int64_t ih = (p / a->OW) * a->sh - a->pt + (tap / a->KW) * a->dh;
+    int64_t iw = (p % a->OW) * a->sw - a->pl + (tap % a->KW) * a->dw;
+    if (ih < 0 || ih >= a->H || iw < 0 || iw >= a->W) return _mm512_setzero_ps();
     int64_t plane = a->H * a->W;
     const float *img = a->A + n * a->C * plane;
-    if (a->c16) return _mm512_maskz_loadu_ps(m, img + ((k / 16) * plane + ih * a->W + iw) * 16);
-    /* NCHW: channels k.. lie a plane apart (the conv's fallback and timing path) */
+    if (a->c16) return _mm512_maskz_loadu_ps(m, img + ((c / 16) * plane + ih * a->W + iw) * 16);
+    /* NCHW: channels c.. lie a plane apart (the conv's fallback and timing path) */
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)plane));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, img + k * plane + ih * a->W + iw, 4);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, img + c * plane + ih * a->W + iw, 4);
 }
 
 static void split_rows(void *user, int64_t r0, int64_t r1) {
@@ -339,15 +343,16 @@ kiln_status cpu_sgemm_bf16x3(cpu_threadpool *pool, int64_t M, int64_t N, int64_t
     return bf16x3_run(pool, M, N, K, &src, pb, C, cm, rm, ep, scratch, err);
 }
 
-kiln_status cpu_conv1x1_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
-                               const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep,
-                               unsigned layout, cpu_gemm_scratch *scratch, kiln_error *err) {
+kiln_status cpu_conv_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_t N, int64_t C, int64_t M,
+                            const float *x, const cpu_bf16x3_b *w, float *y, const cpu_epilogue *ep, unsigned layout,
+                            cpu_gemm_scratch *scratch, kiln_error *err) {
     int64_t os = g->out_size;
     if ((int64_t)g->in_size * C > INT32_MAX || os * M > INT32_MAX)
         return kiln_err_set(err, KILN_ERR_LIMIT, "Conv image too large for the bf16x3 kernel");
     a_source src = {.A = x, .conv = true, .c16 = (layout & CPU_C16_X) != 0, .C = C, .H = g->in[0], .W = g->in[1],
-                    .OW = g->out[1], .out_size = os, .sh = g->stride[0], .sw = g->stride[1]};
+                    .OW = g->out[1], .out_size = os, .sh = g->stride[0], .sw = g->stride[1], .KW = g->k[1],
+                    .pt = g->pad0[0], .pl = g->pad0[1], .dh = g->dil[0], .dw = g->dil[1]};
     c_map cm = {.conv = true, .c16 = (layout & CPU_C16_Y) != 0, .out_size = os, .channels = M};
     c_map rm = {.conv = true, .c16 = (layout & CPU_C16_RES) != 0, .out_size = os, .channels = M};
-    return bf16x3_run(pool, N * os, M, C, &src, w, y, cm, rm, ep, scratch, err);
+    return bf16x3_run(pool, N * os, M, C * g->k[0] * g->k[1], &src, w, y, cm, rm, ep, scratch, err);
 }
