@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_conv.h"
 #include "backends/cpu/cpu_conv_geom.h"
+#include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_gemv.h"
 #include "backends/cpu/cpu_matmul.h"
 #include "backends/cpu/cpu_winograd.h"
@@ -194,10 +195,8 @@ static bool matmul_bf16x3_applies(const build_tactic_query *q) {
     if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR || a->dtype != KILN_DTYPE_FLOAT ||
         b->dtype != KILN_DTYPE_FLOAT || b->rank != 2 || a->rank < 2 || !a->dims)
         return false;
-    int32_t id = q->node->inputs[1];
-    if (id < 0 || id >= q->graph->n_values) return false;
-    const ir_value *v = &q->graph->values[id];
-    if (!v->init || (v->flags & IR_VALUE_GRAPH_INPUT)) return false;
+    cpu_kernel_ctx ctx = {.node = q->node, .graph = q->graph};
+    if (!cpu_input_is_const(&ctx, 1)) return false; /* the test the kernel applies */
     int64_t rows = 1;
     for (int32_t i = 0; i + 1 < a->rank; i++) {
         if (a->dims[i].kind != IR_DIM_CONST) return false;

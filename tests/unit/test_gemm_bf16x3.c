@@ -81,7 +81,7 @@ static float *rand_buf(int64_t n) {
  * products is off by at most ~3 * 2^-17 of |a||b| (cpu_gemm_bf16x3.h), so the sum by at
  * most 2.5e-5 * sum |a||b|, plus float32 rounding of the sums. */
 static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int ep_kind) {
-    float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(N), *res = rand_buf(M * N);
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M > N ? M : N), *res = rand_buf(M * N);
     float *C = malloc((size_t)(M * N) * sizeof(float));
     assert_non_null(C);
     for (int64_t i = 0; i < M * N; i++) C[i] = NAN; /* write-only: garbage must not leak */
@@ -99,6 +99,9 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int
         ep.residual = res;
         ep.ld_res = N;
         ep.act.kind = CPU_ACT_TANH;
+    } else if (ep_kind == 4) { /* bias per row */
+        ep.bias_mode = CPU_BIAS_ROW;
+        ep.bias = bias;
     }
     cpu_bf16x3_b b;
     cpu_gemm_scratch scratch = {0};
@@ -114,6 +117,7 @@ static void check_one(cpu_threadpool *pool, int64_t M, int64_t N, int64_t K, int
                 mag += fabs((double)A[i * K + k] * B[k * N + j]);
             }
             if (ep.bias_mode == CPU_BIAS_COL) acc += bias[j];
+            if (ep.bias_mode == CPU_BIAS_ROW) acc += bias[i];
             if (ep.residual) acc += res[i * N + j];
             if (ep.act.kind == CPU_ACT_RELU) acc = acc > 0 ? acc : 0;
             if (ep.act.kind == CPU_ACT_TANH) acc = tanh(acc);
@@ -143,7 +147,7 @@ static void run_shapes(cpu_threadpool *pool) {
     static const int64_t shapes[][3] = {{1, 1, 1},   {5, 3, 7},    {32, 32, 32}, {33, 31, 33}, {64, 96, 64},
                                         {37, 70, 100}, {128, 48, 768}, {70, 17, 8192}, {40, 700, 65}, {96, 64, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int e = 0; e < 4; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], e);
+        for (int e = 0; e < 5; e++) check_one(pool, shapes[s][0], shapes[s][1], shapes[s][2], e);
 }
 
 static void test_gemm_vs_reference(void **state) {

@@ -14,7 +14,7 @@
 
 #include "backends/cpu/cpu_c16.h"
 #include "backends/cpu/cpu_gemm_bf16x3.h"
-#include "core/bigalloc.h"
+#include "backends/cpu/cpu_scratch.h"
 
 #define ROWS 32 /* rows of C per kernel call (two A tiles) */
 #define COLS 32 /* columns of C per kernel call (two B strips) */
@@ -37,7 +37,20 @@ static void tiles_configure(void) {
     _tile_loadconfig(&c);
 }
 
+/* Lane i's element offset i * stride, for the gathers and scatters over NCHW planes (the
+ * callers check that 15 * stride fits in 32 bits) */
+static inline __m512i lane_offsets(int64_t stride) {
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int)stride));
+}
+
 /* ---- A: hi/lo split ---------------------------------------------------------------- */
+
+/* float bits to bfloat16 bits (in 32-bit lanes), rounded to nearest even; NaNs aside */
+static inline __m512i round_bf16(__m512i u) {
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+}
 
 /* 16 floats to their bfloat16 hi and lo parts, as split() in cpu_gemm_bf16x3.c. */
 static inline void split16(__m512 x, __m256i *hi, __m256i *lo) {
@@ -45,19 +58,15 @@ static inline void split16(__m512 x, __m256i *hi, __m256i *lo) {
     const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
     __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
     __mmask16 finite = _mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    __m512i h = round_bf16(u);
     h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
     /* a finite x whose rounding overflowed: truncate */
     __mmask16 over = _mm512_mask_cmpeq_epu32_mask(
         finite, _mm512_and_si512(h, _mm512_set1_epi32(0x7fff)), _mm512_set1_epi32(0x7f80));
     h = _mm512_mask_mov_epi32(h, over, _mm512_srli_epi32(u, 16));
     __m512 r = _mm512_maskz_sub_ps(finite, x, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
-    __m512i ru = _mm512_castps_si512(r);
-    __m512i rodd = _mm512_and_si512(_mm512_srli_epi32(ru, 16), _mm512_set1_epi32(1));
-    __m512i l = _mm512_srli_epi32(_mm512_add_epi32(ru, _mm512_add_epi32(rodd, _mm512_set1_epi32(0x7fff))), 16);
     *hi = _mm512_cvtepi32_epi16(h);
-    *lo = _mm512_cvtepi32_epi16(l);
+    *lo = _mm512_cvtepi32_epi16(round_bf16(_mm512_castps_si512(r))); /* r is finite or 0 */
 }
 
 /* Where row r of A and its elements lie: a row-major matrix (row stride lda), or a 2-D
@@ -68,7 +77,7 @@ typedef struct a_source {
     const float *A;
     int64_t lda;
     bool conv, c16;
-    int64_t C, H, W, OW, out_size, sh, sw, KW, pt, pl, dh, dw;
+    int64_t C, H, W, OW, out_size, sh, sw, KH, KW, pt, pl, dh, dw;
 } a_source;
 
 typedef struct split_job {
@@ -77,48 +86,57 @@ typedef struct split_job {
     uint16_t *hi, *lo;
 } split_job;
 
-/* 16 elements [k, k + 16) of row r (zero past K; m masks the valid ones). A conv's C is a
- * multiple of 16, so the 16 lie in one tap. */
-static inline __m512 a_load16(const a_source *a, int64_t r, int64_t k, __mmask16 m) {
-    if (!a->conv) return _mm512_maskz_loadu_ps(m, a->A + r * a->lda + k);
-    int64_t n = r / a->out_size, p = r % a->out_size, tap = k / a->C, c = k % a->C;
-    int64_t ih = (p / a->OW) * a->sh - a->pt + (tap / a->KW) * a->dh;
-    int64_t iw = (p % a->OW) * a->sw - a->pl + (tap % a->KW) * a->dw;
-    if (ih < 0 || ih >= a->H || iw < 0 || iw >= a->W) return _mm512_setzero_ps();
-    int64_t plane = a->H * a->W;
+static inline void split_store16(__m512 v, uint16_t *h, uint16_t *l) {
+    __m256i vh, vl;
+    split16(v, &vh, &vl);
+    _mm256_storeu_si256((__m256i *)h, vh);
+    _mm256_storeu_si256((__m256i *)l, vl);
+}
+
+/* Row r of a conv's im2col matrix, tap by tap: the row's origin is found once, each tap's
+ * input pixel once, then its C channels 16 at a time (C is a multiple of 16). */
+static void split_conv_row(const a_source *a, int64_t r, uint16_t *h, uint16_t *l) {
+    int64_t n = r / a->out_size, p = r % a->out_size, plane = a->H * a->W;
+    int64_t ih0 = (p / a->OW) * a->sh - a->pt, iw0 = (p % a->OW) * a->sw - a->pl;
     const float *img = a->A + n * a->C * plane;
-    if (a->c16) return _mm512_maskz_loadu_ps(m, img + ((c / 16) * plane + ih * a->W + iw) * 16);
-    /* NCHW: channels c.. lie a plane apart (the conv's fallback and timing path) */
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)plane));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, img + c * plane + ih * a->W + iw, 4);
+    for (int64_t tap = 0, k = 0; k < a->KH * a->KW * a->C; tap++) {
+        int64_t ih = ih0 + (tap / a->KW) * a->dh, iw = iw0 + (tap % a->KW) * a->dw;
+        bool inside = ih >= 0 && ih < a->H && iw >= 0 && iw < a->W;
+        for (int64_t c = 0; c < a->C; c += 16, k += 16) {
+            __m512 v = !inside ? _mm512_setzero_ps() /* padding */
+                       : a->c16 ? _mm512_loadu_ps(img + ((c / 16) * plane + ih * a->W + iw) * 16)
+                                /* NCHW: channels c.. lie a plane apart (fallback and timing path) */
+                                : _mm512_i32gather_ps(lane_offsets(plane), img + c * plane + ih * a->W + iw, 4);
+            split_store16(v, h + k, l + k);
+        }
+    }
 }
 
 static void split_rows(void *user, int64_t r0, int64_t r1) {
     const split_job *j = user;
     for (int64_t r = r0; r < r1; r++) {
         uint16_t *h = j->hi + r * j->Kp, *l = j->lo + r * j->Kp;
-        if (r >= j->M) {
-            memset(h, 0, (size_t)j->Kp * 2);
-            memset(l, 0, (size_t)j->Kp * 2);
-            continue;
-        }
-        for (int64_t k = 0; k < j->Kp; k += 16) {
-            int64_t left = j->K - k;
-            __mmask16 m = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-            __m256i vh, vl;
-            split16(m ? a_load16(&j->src, r, k, m) : _mm512_setzero_ps(), &vh, &vl);
-            _mm256_storeu_si256((__m256i *)(h + k), vh);
-            _mm256_storeu_si256((__m256i *)(l + k), vl);
-        }
+        int64_t k = 0;
+        if (r < j->M && j->src.conv) {
+            split_conv_row(&j->src, r, h, l);
+            k = j->K;
+        } else if (r < j->M)
+            for (const float *a = j->src.A + r * j->src.lda; k < j->K; k += 16) {
+                int64_t left = j->K - k;
+                split_store16(_mm512_maskz_loadu_ps(left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1), a + k),
+                              h + k, l + k);
+            }
+        /* rows past M, and K's padding up to the chunk size, are zero */
+        memset(h + k, 0, (size_t)(j->Kp - k) * 2);
+        memset(l + k, 0, (size_t)(j->Kp - k) * 2);
     }
 }
 
 /* ---- the kernel -------------------------------------------------------------------- */
 
 /* Where element (m, n) of C (and of the epilogue's residual) goes: row-major (row stride
- * ld), or a 1x1 conv's output, m = image * out_size + position and n the channel, in an
- * NCHW or C16 image of `channels` x out_size. */
+ * ld), or a conv's output, m = image * out_size + position and n the channel, in an NCHW
+ * or C16 image of `channels` x out_size. */
 typedef struct c_map {
     bool conv, c16;
     int64_t ld, out_size, channels;
@@ -153,9 +171,7 @@ static inline int64_t map_offset(const c_map *c, int64_t m, int64_t n0, int64_t 
 static inline __m512 map_load16(const c_map *c, const float *base, int64_t m, int64_t n0, __mmask16 k) {
     int64_t stride, off = map_offset(c, m, n0, &stride);
     if (stride == 1) return _mm512_maskz_loadu_ps(k, base + off);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)stride));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, idx, base + off, 4);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, lane_offsets(stride), base + off, 4);
 }
 
 static inline void map_store16(const c_map *c, float *base, int64_t m, int64_t n0, __mmask16 k, __m512 v) {
@@ -164,9 +180,7 @@ static inline void map_store16(const c_map *c, float *base, int64_t m, int64_t n
         _mm512_mask_storeu_ps(base + off, k, v);
         return;
     }
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)stride));
-    _mm512_mask_i32scatter_ps(base + off, k, idx, v, 4);
+    _mm512_mask_i32scatter_ps(base + off, k, lane_offsets(stride), v, 4);
 }
 
 /* C rows [m0, m0 + 32) x columns [n0, n0 + 32) from the block in t (row stride 32),
@@ -302,12 +316,8 @@ static kiln_status bf16x3_run(cpu_threadpool *pool, int64_t M, int64_t N, int64_
     /* hi and lo: 2 x Mp x Kp bfloat16 = Mp x Kp floats of scratch */
     uint64_t floats = (uint64_t)Mp * (uint64_t)Kp;
     if (floats > (1ull << 34)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to split");
-    if (floats > scratch->cap) {
-        free(scratch->data);
-        scratch->data = kiln_alloc_aligned(floats * sizeof(float));
-        scratch->cap = scratch->data ? floats : 0;
-        if (!scratch->data) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
-    }
+    if (!cpu_scratch_grow(&scratch->data, &scratch->cap, floats))
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
     uint16_t *hi = (uint16_t *)scratch->data, *lo = hi + Mp * Kp;
     split_job sj = {*src, M, K, Kp, hi, lo};
     cpu_parallel_for(pool, Mp, 8, split_rows, &sj);
@@ -350,7 +360,7 @@ kiln_status cpu_conv_bf16x3(cpu_threadpool *pool, const cpu_conv_geom *g, int64_
     if ((int64_t)g->in_size * C > INT32_MAX || os * M > INT32_MAX)
         return kiln_err_set(err, KILN_ERR_LIMIT, "Conv image too large for the bf16x3 kernel");
     a_source src = {.A = x, .conv = true, .c16 = (layout & CPU_C16_X) != 0, .C = C, .H = g->in[0], .W = g->in[1],
-                    .OW = g->out[1], .out_size = os, .sh = g->stride[0], .sw = g->stride[1], .KW = g->k[1],
+                    .OW = g->out[1], .out_size = os, .sh = g->stride[0], .sw = g->stride[1], .KH = g->k[0], .KW = g->k[1],
                     .pt = g->pad0[0], .pl = g->pad0[1], .dh = g->dil[0], .dw = g->dil[1]};
     c_map cm = {.conv = true, .c16 = (layout & CPU_C16_Y) != 0, .out_size = os, .channels = M};
     c_map rm = {.conv = true, .c16 = (layout & CPU_C16_RES) != 0, .out_size = os, .channels = M};
