@@ -93,32 +93,60 @@ static inline void split_store16(__m512 v, uint16_t *h, uint16_t *l) {
     _mm256_storeu_si256((__m256i *)l, vl);
 }
 
-/* Row r of a conv's im2col matrix, tap by tap: the row's origin is found once, each tap's
- * input pixel once, then its C channels 16 at a time (C is a multiple of 16). */
-static void split_conv_row(const a_source *a, int64_t r, uint16_t *h, uint16_t *l) {
-    int64_t n = r / a->out_size, p = r % a->out_size, plane = a->H * a->W;
-    int64_t ih0 = (p / a->OW) * a->sh - a->pt, iw0 = (p % a->OW) * a->sw - a->pl;
-    const float *img = a->A + n * a->C * plane;
-    for (int64_t tap = 0, k = 0; k < a->KH * a->KW * a->C; tap++) {
-        int64_t ih = ih0 + (tap / a->KW) * a->dh, iw = iw0 + (tap % a->KW) * a->dw;
-        bool inside = ih >= 0 && ih < a->H && iw >= 0 && iw < a->W;
-        for (int64_t c = 0; c < a->C; c += 16, k += 16) {
-            __m512 v = !inside ? _mm512_setzero_ps() /* padding */
-                       : a->c16 ? _mm512_loadu_ps(img + ((c / 16) * plane + ih * a->W + iw) * 16)
-                                /* NCHW: channels c.. lie a plane apart (fallback and timing path) */
-                                : _mm512_i32gather_ps(lane_offsets(plane), img + c * plane + ih * a->W + iw, 4);
-            split_store16(v, h + k, l + k);
+/* A conv row's output position: image n, output row oh and column ow of row r, found by
+ * division once per range of rows and then stepped (a 64-bit division per row cost more
+ * than splitting the row itself for 64-channel 1x1 convs). */
+typedef struct conv_pos {
+    int64_t n, oh, ow;
+} conv_pos;
+
+static conv_pos conv_pos_of(const a_source *a, int64_t r) {
+    int64_t p = r % a->out_size;
+    return (conv_pos){r / a->out_size, p / a->OW, p % a->OW};
+}
+
+static void conv_pos_next(const a_source *a, conv_pos *q) {
+    if (++q->ow < a->OW) return;
+    q->ow = 0;
+    if (++q->oh * a->OW < a->out_size) return;
+    q->oh = 0;
+    q->n++;
+}
+
+/* The im2col row at output position q, tap by tap: each tap's input pixel once, then its
+ * C channels 16 at a time (C is a multiple of 16); taps over the padding are zeros. */
+static void split_conv_row(const a_source *a, conv_pos q, uint16_t *h, uint16_t *l) {
+    int64_t plane = a->H * a->W;
+    int64_t ih0 = q.oh * a->sh - a->pt, iw0 = q.ow * a->sw - a->pl;
+    const float *img = a->A + q.n * a->C * plane;
+    int64_t k = 0;
+    for (int64_t kh = 0; kh < a->KH; kh++) {
+        int64_t ih = ih0 + kh * a->dh;
+        for (int64_t kw = 0; kw < a->KW; kw++) {
+            int64_t iw = iw0 + kw * a->dw;
+            bool inside = ih >= 0 && ih < a->H && iw >= 0 && iw < a->W;
+            const float *px = img + ih * a->W + iw;
+            for (int64_t c = 0; c < a->C; c += 16, k += 16) {
+                __m512 v = !inside ? _mm512_setzero_ps() /* padding */
+                           : a->c16 ? _mm512_loadu_ps(img + ((c / 16) * plane + ih * a->W + iw) * 16)
+                                    /* NCHW: channels c.. lie a plane apart (fallback and timing path) */
+                                    : _mm512_i32gather_ps(lane_offsets(plane), px + c * plane, 4);
+                split_store16(v, h + k, l + k);
+            }
         }
     }
 }
 
 static void split_rows(void *user, int64_t r0, int64_t r1) {
     const split_job *j = user;
+    conv_pos q = {0, 0, 0};
+    if (j->src.conv && r0 < j->M) q = conv_pos_of(&j->src, r0);
     for (int64_t r = r0; r < r1; r++) {
         uint16_t *h = j->hi + r * j->Kp, *l = j->lo + r * j->Kp;
         int64_t k = 0;
         if (r < j->M && j->src.conv) {
-            split_conv_row(&j->src, r, h, l);
+            split_conv_row(&j->src, q, h, l);
+            conv_pos_next(&j->src, &q);
             k = j->K;
         } else if (r < j->M)
             for (const float *a = j->src.A + r * j->src.lda; k < j->K; k += 16) {
@@ -152,35 +180,48 @@ typedef struct gemm_job {
     int64_t m_blocks, rows_per_block, pairs_per_task, n_pairs;
 } gemm_job;
 
-/* Element offset of (m, n0 .. n0 + 15) in a map; *stride gets the distance between
- * consecutive n (1 unless NCHW). */
-static inline int64_t map_offset(const c_map *c, int64_t m, int64_t n0, int64_t *stride) {
+/* Where one block's rows lie in a map: off[r] is element (m0 + r, n0), `strip` the
+ * distance from there to (m0 + r, n0 + 16), `stride` the distance between consecutive n
+ * (1 unless NCHW). The conv position is found by one division per block and then stepped
+ * (a division per row and strip cost more than the products of a 64-channel conv). */
+typedef struct block_rows {
+    int64_t off[ROWS];
+    int64_t stride, strip;
+} block_rows;
+
+static void block_rows_of(const c_map *c, int64_t m0, int64_t rows, int64_t n0, block_rows *b) {
     if (!c->conv) {
-        *stride = 1;
-        return m * c->ld + n0;
-    }
-    int64_t img = m / c->out_size, p = m % c->out_size, base = img * c->channels * c->out_size;
-    if (c->c16) {
-        *stride = 1;
-        return base + ((n0 / 16) * c->out_size + p) * 16;
-    }
-    *stride = c->out_size;
-    return base + n0 * c->out_size + p;
-}
-
-static inline __m512 map_load16(const c_map *c, const float *base, int64_t m, int64_t n0, __mmask16 k) {
-    int64_t stride, off = map_offset(c, m, n0, &stride);
-    if (stride == 1) return _mm512_maskz_loadu_ps(k, base + off);
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, lane_offsets(stride), base + off, 4);
-}
-
-static inline void map_store16(const c_map *c, float *base, int64_t m, int64_t n0, __mmask16 k, __m512 v) {
-    int64_t stride, off = map_offset(c, m, n0, &stride);
-    if (stride == 1) {
-        _mm512_mask_storeu_ps(base + off, k, v);
+        b->stride = 1;
+        b->strip = 16;
+        for (int64_t r = 0; r < rows; r++) b->off[r] = (m0 + r) * c->ld + n0;
         return;
     }
-    _mm512_mask_i32scatter_ps(base + off, k, lane_offsets(stride), v, 4);
+    int64_t os = c->out_size, p = m0 % os, base = (m0 / os) * c->channels * os;
+    b->stride = c->c16 ? 1 : os;
+    b->strip = 16 * os;
+    int64_t col = c->c16 ? (n0 / 16) * os * 16 : n0 * os;
+    for (int64_t r = 0; r < rows; r++) {
+        b->off[r] = base + col + (c->c16 ? p * 16 : p);
+        if (++p == os) {
+            p = 0;
+            base += c->channels * os;
+        }
+    }
+}
+
+static inline __m512 rows_load16(const block_rows *b, const float *base, int64_t r, int strip, __mmask16 k) {
+    const float *src = base + b->off[r] + strip * b->strip;
+    if (b->stride == 1) return _mm512_maskz_loadu_ps(k, src);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, lane_offsets(b->stride), src, 4);
+}
+
+static inline void rows_store16(const block_rows *b, float *base, int64_t r, int strip, __mmask16 k, __m512 v) {
+    float *dst = base + b->off[r] + strip * b->strip;
+    if (b->stride == 1) {
+        _mm512_mask_storeu_ps(dst, k, v);
+        return;
+    }
+    _mm512_mask_i32scatter_ps(dst, k, lane_offsets(b->stride), v, 4);
 }
 
 /* C rows [m0, m0 + 32) x columns [n0, n0 + 32) from the block in t (row stride 32),
@@ -192,31 +233,34 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
     int64_t rows = j->M - m0 < ROWS ? j->M - m0 : ROWS, cols = j->N - n0 < COLS ? j->N - n0 : COLS;
     __mmask16 k0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
     __mmask16 k1 = cols >= 32 ? 0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
+    block_rows at;
+    at.stride = 1, at.strip = 0;
     if (ep) {
         bool col_bias = ep->bias_mode == CPU_BIAS_COL, row_bias = ep->bias_mode == CPU_BIAS_ROW;
         __m512 cb0 = col_bias ? _mm512_maskz_loadu_ps(k0, ep->bias + n0) : _mm512_setzero_ps();
         __m512 cb1 = col_bias ? _mm512_maskz_loadu_ps(k1, ep->bias + n0 + 16) : _mm512_setzero_ps();
+        if (ep->residual) block_rows_of(&j->rm, m0, rows, n0, &at);
         for (int64_t r = 0; r < rows; r++) {
-            int64_t m = m0 + r;
             __m512 v0 = _mm512_add_ps(_mm512_load_ps(t + r * COLS), cb0);
             __m512 v1 = _mm512_add_ps(_mm512_load_ps(t + r * COLS + 16), cb1);
             if (row_bias) {
-                __m512 b = _mm512_set1_ps(ep->bias[m]);
+                __m512 b = _mm512_set1_ps(ep->bias[m0 + r]);
                 v0 = _mm512_add_ps(v0, b);
                 v1 = _mm512_add_ps(v1, b);
             }
             if (ep->residual) {
-                v0 = _mm512_add_ps(v0, map_load16(&j->rm, ep->residual, m, n0, k0));
-                if (k1) v1 = _mm512_add_ps(v1, map_load16(&j->rm, ep->residual, m, n0 + 16, k1));
+                v0 = _mm512_add_ps(v0, rows_load16(&at, ep->residual, r, 0, k0));
+                if (k1) v1 = _mm512_add_ps(v1, rows_load16(&at, ep->residual, r, 1, k1));
             }
             _mm512_store_ps(t + r * COLS, v0);
             _mm512_store_ps(t + r * COLS + 16, v1);
         }
         if (ep->act.kind != CPU_ACT_NONE) cpu_act_apply(&ep->act, t, rows * COLS);
     }
+    block_rows_of(&j->cm, m0, rows, n0, &at);
     for (int64_t r = 0; r < rows; r++) {
-        map_store16(&j->cm, j->C, m0 + r, n0, k0, _mm512_load_ps(t + r * COLS));
-        if (k1) map_store16(&j->cm, j->C, m0 + r, n0 + 16, k1, _mm512_load_ps(t + r * COLS + 16));
+        rows_store16(&at, j->C, r, 0, k0, _mm512_load_ps(t + r * COLS));
+        if (k1) rows_store16(&at, j->C, r, 1, k1, _mm512_load_ps(t + r * COLS + 16));
     }
 }
 
