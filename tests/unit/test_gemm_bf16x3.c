@@ -4,8 +4,8 @@
  * must stay inside the bound the header promises (far below one bfloat16 product's), so a
  * dropped lo term fails. Also the bfloat16 rounding and split of special values, and the
  * conv form (1x1 and padded, strided, dilated 3x3) over NCHW and C16 inputs, outputs and
- * residuals. The GEMM cases skip, with
- * a printed reason, where AMX cannot run.
+ * residuals, including a conv split block by block as its tasks run. The GEMM cases skip,
+ * with a printed reason, where AMX cannot run.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -189,13 +189,16 @@ static void test_nan_propagates(void **state) {
     free(C);
 }
 
-/* Convs over a 9x7 image, batch 2 (so rows span images and the last block is partial):
- * 1x1 stride 2, 3x3 stride 1 pad 1, 3x3 stride 2 pad 1 dilation 2; every combination of
- * NCHW / C16 for x, y and the residual, against a double reference with bias and ReLU. */
+/* Convs over an HxW image, batch 2 (so rows span images and the last block is partial):
+ * 1x1 stride 2, 3x3 stride 1 pad 1, 3x3 stride 2 pad 1 dilation 2 on 9x7; every
+ * combination of NCHW / C16 for x, y and the residual, against a double reference with
+ * bias and ReLU. A 3x3 on 20x18 has 720 rows of K = 432, two m-blocks of 576 rows: on one
+ * thread each is split by the task that runs it (the split-as-you-go path), the second
+ * starting inside the second image. */
 static int64_t c16_index(int64_t c, int64_t p, int64_t n_pos) { return ((c / 16) * n_pos + p) * 16 + c % 16; }
 
-static void check_conv(int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    const int64_t N = 2, C = 48, M = 32, H = 9, W = 7, IS = H * W, taps = k * k, K = C * taps;
+static void check_conv(int64_t H, int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    const int64_t N = 2, C = 48, M = 32, IS = H * W, taps = k * k, K = C * taps;
     const int64_t OH = (H + 2 * pad - dil * (k - 1) - 1) / stride + 1, OW = (W + 2 * pad - dil * (k - 1) - 1) / stride + 1;
     const int64_t OS = OH * OW;
     float *x = rand_buf(N * C * IS), *w = rand_buf(M * C * taps), *bias = rand_buf(M), *res = rand_buf(N * M * OS);
@@ -263,9 +266,10 @@ static void test_conv_layouts(void **state) {
         printf("skipped: AMX-BF16 cannot run here\n");
         return;
     }
-    check_conv(1, 2, 0, 1);
-    check_conv(3, 1, 1, 1);
-    check_conv(3, 2, 1, 2);
+    check_conv(9, 7, 1, 2, 0, 1);
+    check_conv(9, 7, 3, 1, 1, 1);
+    check_conv(9, 7, 3, 2, 1, 2);
+    check_conv(20, 18, 3, 1, 1, 1);
 }
 
 int main(void) {

@@ -170,22 +170,21 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
     return cpu_conv_c16_run(ctx->pool, g, &cs->c16, N, X, Y, &e, xp, layout, ctx->err);
 }
 
-/* ---- AMX bf16x3 1x1 convs (cpu_gemm_bf16x3.h) ---------------------------------------- */
+/* ---- AMX bf16x3 convs (cpu_gemm_bf16x3.h) ------------------------------------------- */
 
 /* At least 128 products per output (C * KH * KW): with 64 (ResNet-50's 64 -> 256 1x1 convs
  * at 56x56) a 32x32 block is two 32-k chunks, too short to pay for the tile stores and the
  * split input, and in the network those ran 10-37% slower than the C16 kernel at batch 1
  * and 8 (ab_kiln --by node, docs/BENCHMARKS.md "Session 15"), though timed alone they
- * tied it. Channels in 16s: a C16 region's convs, and a 16-float load per tap. A kernel
- * larger than 1x1 splits KH * KW copies of its input (the im2col matrix, in bfloat16
- * pairs): only while that fits in 2 MiB. ResNet-50's batch-1 stage-3/4 3x3 convs qualify
- * (+4.9% end to end, 13 of 16 rounds, against +2.0% with 1x1 convs only); at batch 8 the
- * strided 3x3s' 29 MB copies made the network 4% slower than FP32. */
+ * tied it. Channels in 16s: a C16 region's convs, and a 16-float load per tap. Kernels
+ * larger than 1x1 split KH * KW copies of their input (the im2col matrix, in bfloat16
+ * pairs); where there are enough row blocks the GEMM splits each as it runs it, so the
+ * copy stays in L2 (before, a 2 MiB cap kept ResNet-50's batch-8 strided 3x3s, 29 MB
+ * copies, off AMX). The builder's timing decides against Winograd and the C16 kernel. */
 bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M, int64_t N) {
     if (g->nsp != 2 || group != 1 || C % 16 || M % 16 || C * g->k[0] * g->k[1] < 128 || g->k[0] > 16 || g->k[1] > 16)
         return false;
-    double split_bytes = (double)N * (double)g->out_size * (double)C * (double)(g->k[0] * g->k[1]) * 4.0;
-    return g->k[0] * g->k[1] == 1 || split_bytes <= 2.0 * 1024 * 1024;
+    return true;
 }
 /* The conv as Y^T = im2col(X)^T W^T on AMX tiles, reading and writing NCHW or C16
  * (layout: kiln_c16's bits); the per-channel bias becomes a column bias of that GEMM. The

@@ -9,6 +9,7 @@
  * load is used by two TDPBF16PS.
  */
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,14 +272,14 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
  * 128x768x3072 and 1.54-1.75 -> 1.64-1.82 on 128x3072x768; 128x768x768 within noise. */
 #define PF_CHUNKS 4
 
-/* One 32x32 block of C: rows [m0, m0 + 32) of the split A against strips 2p, 2p + 1.
+/* One 32x32 block of C: the 32 rows of the split A at ah0 / al0 against strips 2p, 2p + 1.
  * Tiles are not renamed, so a load into a tile waits for the TDPBF16PS still reading it;
  * each load is placed right after the last product that reads the old contents, with
  * independent products after it, and the next chunk's first tiles are loaded during this
  * chunk's last products (micro-benchmark, data in L2: 596 -> 643 bfloat16 GFLOP/s). */
-static void block_32x32(const gemm_job *j, int64_t m0, int64_t p, float *t, bool prefetch_b) {
+static void block_32x32(const gemm_job *j, const uint16_t *ah0, const uint16_t *al0, int64_t p, float *t,
+                        bool prefetch_b) {
     const int64_t stride = j->Kp * 2; /* bytes per row of ah / al */
-    const uint16_t *ah0 = j->ah + m0 * j->Kp, *al0 = j->al + m0 * j->Kp;
     const uint16_t *ah1 = ah0 + 16 * j->Kp, *al1 = al0 + 16 * j->Kp;
     const uint16_t *b0 = j->b + (2 * p) * j->n_chunks * 1024, *b1 = b0 + j->n_chunks * 1024;
     _tile_zero(0);
@@ -341,11 +342,55 @@ static void gemm_tasks(void *user, int64_t t0, int64_t t1) {
         if (p_end > j->n_pairs) p_end = j->n_pairs;
         for (int64_t p = p_begin; p < p_end; p++)
             for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
-                block_32x32(j, m0, p, t, m0 == m_begin);
+                block_32x32(j, j->ah + m0 * j->Kp, j->al + m0 * j->Kp, p, t, m0 == m_begin);
                 store_block(j, t, m0, p * COLS);
             }
     }
     _tile_release();
+}
+
+/* Split-as-you-go: each task is one m-block, split by the thread that runs it into its
+ * own slot of scratch (so the split rows are in L2 when the tiles read them) and run
+ * against every strip pair. Chosen when there are enough m-blocks for every thread: a
+ * large conv's im2col split (29 MB for ResNet-50's batch-8 strided 3x3s) then never
+ * goes through memory, where splitting all of A first wrote and re-read it. */
+typedef struct fused_job {
+    gemm_job g;
+    split_job s;          /* hi / lo unused: each slot has its own */
+    uint16_t *slots;      /* n_slots x rows_per_block x Kp x {hi, lo} */
+    atomic_llong next;    /* the next m-block */
+} fused_job;
+
+static void fused_slots(void *user, int64_t s0, int64_t s1) {
+    fused_job *f = user;
+    const gemm_job *j = &f->g;
+    _Alignas(64) float t[ROWS * COLS];
+    bool configured = false;
+    for (int64_t s = s0; s < s1; s++) {
+        split_job sj = f->s;
+        sj.hi = f->slots + s * 2 * j->rows_per_block * j->Kp;
+        sj.lo = sj.hi + j->rows_per_block * j->Kp;
+        for (;;) {
+            long long mb = atomic_fetch_add(&f->next, 1);
+            if (mb >= j->m_blocks) break;
+            int64_t m_begin = mb * j->rows_per_block, m_end = m_begin + j->rows_per_block;
+            if (m_end > j->Mp) m_end = j->Mp;
+            /* split rows [m_begin, m_end) to the top of the slot: split_rows indexes its
+             * output by absolute row, so shift the slot pointers back by m_begin */
+            split_job part = sj;
+            part.hi -= m_begin * j->Kp;
+            part.lo -= m_begin * j->Kp;
+            split_rows(&part, m_begin, m_end);
+            if (!configured) tiles_configure(), configured = true;
+            for (int64_t p = 0; p < j->n_pairs; p++)
+                for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
+                    int64_t off = (m0 - m_begin) * j->Kp;
+                    block_32x32(j, sj.hi + off, sj.lo + off, p, t, m0 == m_begin);
+                    store_block(j, t, m0, p * COLS);
+                }
+        }
+    }
+    if (configured) _tile_release();
 }
 
 /* Splits A (src) into scratch and runs the tiles: C[M, N] = A * B + epilogue, C and the
@@ -357,16 +402,9 @@ static kiln_status bf16x3_run(cpu_threadpool *pool, int64_t M, int64_t N, int64_
         return kiln_err_set(err, KILN_ERR_INTERNAL, "bf16x3 packed B does not match the GEMM (%lldx%lld)",
                             (long long)K, (long long)N);
     int64_t Mp = (M + ROWS - 1) / ROWS * ROWS, Kp = pb->n_chunks * 32;
-    /* hi and lo: 2 x Mp x Kp bfloat16 = Mp x Kp floats of scratch */
-    uint64_t floats = (uint64_t)Mp * (uint64_t)Kp;
-    if (floats > (1ull << 34)) return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to split");
-    if (!cpu_scratch_grow(&scratch->data, &scratch->cap, floats))
-        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
-    uint16_t *hi = (uint16_t *)scratch->data, *lo = hi + Mp * Kp;
-    split_job sj = {*src, M, K, Kp, hi, lo};
-    cpu_parallel_for(pool, Mp, 8, split_rows, &sj);
-
-    gemm_job j = {M, N, Mp, Kp, pb->n_chunks, hi, lo, pb->data, C, cm, rm, cpu_epilogue_is_empty(ep) ? NULL : ep,
+    if ((uint64_t)Mp * (uint64_t)Kp > (1ull << 34))
+        return kiln_err_set(err, KILN_ERR_LIMIT, "GEMM operand too large to split");
+    gemm_job j = {M, N, Mp, Kp, pb->n_chunks, NULL, NULL, pb->data, C, cm, rm, cpu_epilogue_is_empty(ep) ? NULL : ep,
                   0, 0, 0, pb->n_strips / 2};
     /* m-blocks whose hi/lo rows stay in L2 (about 1 MiB of them) while the task's strip
      * pairs stream past, enough tasks that every thread gets four or more. 1 MiB against
@@ -378,7 +416,26 @@ static kiln_status bf16x3_run(cpu_threadpool *pool, int64_t M, int64_t N, int64_
     if (rows > Mp) rows = Mp;
     j.rows_per_block = rows;
     j.m_blocks = (Mp + rows - 1) / rows;
-    int64_t want = 4 * (int64_t)cpu_threadpool_size(pool);
+    int64_t threads = cpu_threadpool_size(pool);
+    split_job sj = {*src, M, K, Kp, NULL, NULL};
+    if (j.m_blocks >= 2 * threads) {
+        /* hi and lo of one m-block per thread: rows x Kp floats each */
+        if (!cpu_scratch_grow(&scratch->data, &scratch->cap, (uint64_t)threads * (uint64_t)rows * (uint64_t)Kp))
+            return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
+        fused_job f = {.g = j, .s = sj, .slots = (uint16_t *)scratch->data};
+        atomic_init(&f.next, 0);
+        cpu_parallel_for_each(pool, threads, fused_slots, &f);
+        return KILN_OK;
+    }
+    /* hi and lo of all of A: 2 x Mp x Kp bfloat16 = Mp x Kp floats of scratch */
+    if (!cpu_scratch_grow(&scratch->data, &scratch->cap, (uint64_t)Mp * (uint64_t)Kp))
+        return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory splitting a GEMM operand");
+    sj.hi = (uint16_t *)scratch->data;
+    sj.lo = sj.hi + Mp * Kp;
+    j.ah = sj.hi;
+    j.al = sj.lo;
+    cpu_parallel_for(pool, Mp, 8, split_rows, &sj);
+    int64_t want = 4 * threads;
     int64_t per = j.n_pairs * j.m_blocks / want;
     if (per < 1) per = 1;
     if (per > 8) per = 8;
