@@ -788,7 +788,10 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     /* 5-6. metadata */
     plan->header.backend = gpu ? ENGINE_BACKEND_CUDA : ENGINE_BACKEND_CPU;
     plan->header.host_features = o->cpu_features;
-    plan->header.required_features = engine_isa_features(o->cpu_features);
+    /* AMX is not required: where it is missing the AMX layers run their FP32 kernel (as
+     * with KILN_NO_AMX=1), so an engine built on a Sapphire Rapids loads on any AVX-512
+     * CPU; every other feature the tactics were timed with is */
+    plan->header.required_features = engine_isa_features(o->cpu_features) & ~(uint64_t)CPU_FEATURE_AMX;
     plan->meta.kiln_version = KILN_VERSION_STRING;
     plan->meta.source_model = o->source_model ? arena_strdup(&plan->arena, o->source_model) : "";
     plan->meta.source_size = o->source_size;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/model_internal.h"
+#include "backends/cpu/cpu_gemm_bf16x3.h"
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cuda/cuda_info.h"
 #include "build/builder.h"
@@ -218,9 +219,15 @@ static uint64_t file_size(const char *path) {
 static void log_tf32_layers(const engine_plan *plan) {
     int32_t n = 0;
     for (int32_t i = 0; plan && i < plan->n_layers; i++) n += plan->layers[i].precision == ENGINE_PREC_TF32;
-    if (n && plan->header.backend == ENGINE_BACKEND_CPU)
-        perf_log('I', "%d of %d layers run TF32-class AMX bf16x3 GEMMs (about 3e-6 of sum |a*b| off; build with "
-                      "--noTF32 for FP32 only; kiln inspect lists them)", n, plan->n_layers);
+    if (!n || plan->header.backend != ENGINE_BACKEND_CPU) return;
+    if (!cpu_bf16x3_usable()) {
+        perf_log('W', "%d of %d layers were built for AMX bf16x3 GEMMs, which this CPU (or KILN_NO_AMX=1) does "
+                      "not allow: they run their FP32 kernels, correct but slower than tactics timed here; "
+                      "rebuild the engine on this machine for the fastest plan", n, plan->n_layers);
+        return;
+    }
+    perf_log('I', "%d of %d layers run TF32-class AMX bf16x3 GEMMs (about 3e-6 of sum |a*b| off; build with "
+                  "--noTF32 for FP32 only; kiln inspect lists them)", n, plan->n_layers);
 }
 
 static int build_from_onnx(exec_state *s) {

@@ -6,7 +6,8 @@ built with the tactic forced (KILN_PREFER_TACTIC), and its `kiln exec --exportOu
 outputs must match ONNX Runtime within 5e-4 (mean error below 5e-5): the method's own error
 on these sums is up to ~1e-4 (FP32's ~5e-6), one-pass bfloat16 would miss by ~3e-2.
 --noTF32 must keep every MatMul on FP32; an AMX engine run with KILN_NO_AMX=1 (the
-kernel's fallback) must match too; one engine with a dynamic row count runs M = 1
+kernel's fallback) must match too, and so must the same engine loaded as on an AVX-512
+CPU without AMX (KILN_CPU_ISA=avx512), which warns that those layers run FP32; one engine with a dynamic row count runs M = 1
 (the few-row kernel) up to M = 300. Skipped, with the reason, where AMX cannot run.
 """
 import json
@@ -109,6 +110,18 @@ def test_outputs_match_onnxruntime(model, threads):
 
 def test_fallback_without_amx_matches(model):
     got, want = run_engine(model, build(model, "forced"), 37, env={"KILN_NO_AMX": "1"})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_loads_on_a_cpu_without_amx(model):
+    """AMX is the one build-host feature an engine does not require: on an AVX-512 CPU
+    without it (KILN_CPU_ISA=avx512) the engine loads, says its AMX layers run FP32, and
+    matches ONNX Runtime as FP32 does."""
+    eng = build(model, "forced")
+    env = {"KILN_CPU_ISA": "avx512"}
+    p = run(["exec", f"--loadEngine={eng}", "--iterations=1", "--duration=0", "--warmUp=0"], env)
+    assert "2 of" in p.stdout and "layers were built for AMX" in p.stdout and "run their FP32 kernels" in p.stdout
+    got, want = run_engine(model, eng, 37, env=env)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -375,6 +375,8 @@ static void test_features_cap(void **state) {
     assert_int_equal(f & CPU_FEATURE_AVX512F, 0);
     assert_int_equal(f, all & (CPU_FEATURE_AVX2 | CPU_FEATURE_FMA | CPU_FEATURE_F16C));
     setenv("KILN_CPU_ISA", "avx512", 1);
+    assert_int_equal(cpu_features(), all & ~(uint32_t)CPU_FEATURE_AMX);
+    setenv("KILN_CPU_ISA", "native", 1);
     assert_int_equal(cpu_features(), all);
     unsetenv("KILN_CPU_ISA");
     assert_string_equal(cpu_features_str(CPU_FEATURE_AVX2 | CPU_FEATURE_FMA, buf, sizeof buf), "avx2 fma");
