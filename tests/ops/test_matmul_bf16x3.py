@@ -7,8 +7,8 @@ outputs must match ONNX Runtime within 5e-4 (mean error below 5e-5): the method'
 on these sums is up to ~1e-4 (FP32's ~5e-6), one-pass bfloat16 would miss by ~3e-2.
 --noTF32 must keep every MatMul on FP32; an AMX engine run with KILN_NO_AMX=1 (the
 kernel's fallback) must match too, and so must the same engine loaded as on an AVX-512
-CPU without AMX (KILN_CPU_ISA=avx512), which warns that those layers run FP32; one engine with a dynamic row count runs M = 1
-(the few-row kernel) up to M = 300. Skipped, with the reason, where AMX cannot run.
+CPU without AMX (KILN_CPU_ISA=avx512), which warns that those layers run FP32; one
+engine with a dynamic row count runs M = 1 (the few-row kernel) up to M = 300. Skipped, with the reason, where AMX cannot run.
 """
 import json
 
