@@ -20,7 +20,9 @@ The graph holds each case the pass and the kernel must tell apart, on 14x14 and 
 The engine's per-node layout column (`kiln inspect ENGINE --json`) shows the marks; the
 outputs of `kiln exec --exportOutput` must match ONNX Runtime at batch 1 and 3, on 1 and 2
 threads, with the pass off (KILN_NO_C16_LAYOUT) and with the C16 kernel off at run time
-(KILN_CONV_C16=0), where every marked conv converts instead. (An engine built for AVX-512
+(KILN_CONV_C16=0), where every marked conv converts instead. A second model has C16
+MaxPools too wide (530 pixels) and too tall (66-row window) for the separable pool
+kernel, so they take its window loop. (An engine built for AVX-512
 does not load where it is missing: the engine's compatibility check refuses it.)"""
 import json
 import sys
@@ -229,3 +231,44 @@ def test_amx_outputs_match_onnxruntime(wide, batch, threads, build_env, run_env,
     eng = build_wide(wide, batch, {**AMX, **build_env}, f"amx{len(build_env)}")
     x = np.random.default_rng(20 + batch).standard_normal((batch, 32 * WIDE, 14, 14)).astype(np.float32)
     check_against_onnxruntime(wide, eng, x, threads, run_env, tol)
+
+
+def build_pool_model(path):
+    """Two C16 MaxPools that take the 16-channel window loop instead of the separable
+    kernel (cpu_pool_avx512.c): /wide on rows of 530 pixels (the separable kernel holds
+    512) and /tall with a 66-row window (it gathers 64 rows); each between C16 convs."""
+    rng = np.random.default_rng(5)
+    inits = []
+    for name in ("Wa", "Wb", "Wc"):
+        inits.append(numpy_helper.from_array((rng.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32), name))
+    conv = lambda name, x, w, y: helper.make_node("Conv", [x, w], [y], name=name)  # noqa: E731
+    nodes = [conv("/a", "x", "Wa", "v1"),
+             helper.make_node("MaxPool", ["v1"], ["v2"], name="/wide", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             conv("/b", "v2", "Wb", "out_wide"),
+             helper.make_node("MaxPool", ["v1"], ["v3"], name="/tall", kernel_shape=[66, 2], strides=[1, 2],
+                              pads=[1, 0, 1, 0]),
+             conv("/c", "v3", "Wc", "out_tall")]
+    g = helper.make_graph(nodes, "c16pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 70, 530])],
+                          [helper.make_tensor_value_info("out_wide", TensorProto.FLOAT, [1, 16, 70, 530]),
+                           helper.make_tensor_value_info("out_tall", TensorProto.FLOAT, [1, 16, 7, 265])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def test_maxpool_window_loop_matches_onnxruntime(tmp_path):
+    import onnxruntime as ort
+    build_pool_model(tmp_path / "model.onnx")
+    eng = tmp_path / "pool.engine"
+    run(["exec", f"--onnx={tmp_path / 'model.onnx'}", f"--saveEngine={eng}", "--skipInference", "--noTF32"], FORCE)
+    lay = layouts(eng)
+    assert (lay["/wide"], lay["/tall"]) == ("c16 in+out", "c16 in+out"), lay
+    x = np.random.default_rng(7).standard_normal((1, 16, 70, 530)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out.json"
+    run(["exec", f"--loadEngine={eng}", f"--loadInputs=x:{tmp_path / 'x.npy'}", "--iterations=1", "--duration=0",
+         "--warmUp=0", f"--exportOutput={out}"])
+    got = {o["name"]: np.array(o["values"], np.float32) for o in json.loads(out.read_text())}
+    ref = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, want in zip(("out_wide", "out_tall"), ref):
+        np.testing.assert_allclose(got[name].reshape(want.shape), want, rtol=1e-5, atol=1e-5, err_msg=name)
