@@ -192,9 +192,9 @@ static void test_nan_propagates(void **state) {
 /* Convs over an HxW image, batch 2 (so rows span images and the last block is partial):
  * 1x1 stride 2, 3x3 stride 1 pad 1, 3x3 stride 2 pad 1 dilation 2 on 9x7; every
  * combination of NCHW / C16 for x, y and the residual, against a double reference with
- * bias and ReLU. A 3x3 on 20x18 has 720 rows of K = 432, two m-blocks of 576 rows: on one
- * thread each is split by the task that runs it (the split-as-you-go path), the second
- * starting inside the second image. */
+ * bias and ReLU. A 3x3 on 40x36 has 2880 rows of K = 432 (5 MB split, more than an L2),
+ * five m-blocks of 576 rows: on one thread each is split by the task that runs it (the
+ * split-as-you-go path), one spanning both images, one starting inside the second. */
 static int64_t c16_index(int64_t c, int64_t p, int64_t n_pos) { return ((c / 16) * n_pos + p) * 16 + c % 16; }
 
 static void check_conv(int64_t H, int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
@@ -269,7 +269,7 @@ static void test_conv_layouts(void **state) {
     check_conv(9, 7, 1, 2, 0, 1);
     check_conv(9, 7, 3, 1, 1, 1);
     check_conv(9, 7, 3, 2, 1, 2);
-    check_conv(20, 18, 3, 1, 1, 1);
+    check_conv(40, 36, 3, 1, 1, 1);
 }
 
 int main(void) {
