@@ -17,7 +17,7 @@
  * x 32 k, in AMX's pair layout (row r holds k = 2r and 2r + 1 for each of the 16 columns),
  * hi tile then lo tile per chunk, the chunks of one 16-column strip contiguous. A is
  * split per call into row-major hi and lo arrays, rows padded to 32 and K to 32 with
- * zeros. The kernel keeps a 32x32 block of C in four tiles.
+ * zeros: all at once, or block by block as the tasks run (cpu_gemm_bf16x3_amx.c). The kernel keeps a 32x32 block of C in four tiles.
  */
 #ifndef KILN_BACKENDS_CPU_CPU_GEMM_BF16X3_H
 #define KILN_BACKENDS_CPU_CPU_GEMM_BF16X3_H
