@@ -227,18 +227,22 @@ static inline void rows_store16(const block_rows *b, float *base, int64_t r, int
 }
 
 /* C rows [m0, m0 + 32) x columns [n0, n0 + 32) from the block in t (row stride 32),
- * clipped to M x N, with the epilogue: bias and residual added in t, the activation
- * applied to all of t in one call (one function-pointer call per block, not per row),
- * then the rows copied out. */
+ * clipped to M x N, with the epilogue. With no activation or ReLU it is one pass: bias,
+ * residual and the clamp in registers on the way to C (ResNet's conv3 + Add + Relu). Any
+ * other activation is applied to all of t in one call after bias and residual (one
+ * function-pointer call per block, not per row), then the rows are copied out. */
 static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
     const cpu_epilogue *ep = j->ep;
     int64_t rows = j->M - m0 < ROWS ? j->M - m0 : ROWS, cols = j->N - n0 < COLS ? j->N - n0 : COLS;
     __mmask16 k0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
     __mmask16 k1 = cols >= 32 ? 0xffff : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
-    block_rows at;
+    block_rows at, oc;
     at.stride = 1, at.strip = 0;
+    block_rows_of(&j->cm, m0, rows, n0, &oc);
+    bool inline_act = !ep || ep->act.kind == CPU_ACT_NONE || ep->act.kind == CPU_ACT_RELU;
     if (ep) {
         bool col_bias = ep->bias_mode == CPU_BIAS_COL, row_bias = ep->bias_mode == CPU_BIAS_ROW;
+        bool relu = ep->act.kind == CPU_ACT_RELU;
         __m512 cb0 = col_bias ? _mm512_maskz_loadu_ps(k0, ep->bias + n0) : _mm512_setzero_ps();
         __m512 cb1 = col_bias ? _mm512_maskz_loadu_ps(k1, ep->bias + n0 + 16) : _mm512_setzero_ps();
         if (ep->residual) block_rows_of(&j->rm, m0, rows, n0, &at);
@@ -254,15 +258,24 @@ static void store_block(const gemm_job *j, float *t, int64_t m0, int64_t n0) {
                 v0 = _mm512_add_ps(v0, rows_load16(&at, ep->residual, r, 0, k0));
                 if (k1) v1 = _mm512_add_ps(v1, rows_load16(&at, ep->residual, r, 1, k1));
             }
-            _mm512_store_ps(t + r * COLS, v0);
-            _mm512_store_ps(t + r * COLS + 16, v1);
+            if (!inline_act) {
+                _mm512_store_ps(t + r * COLS, v0);
+                _mm512_store_ps(t + r * COLS + 16, v1);
+                continue;
+            }
+            if (relu) { /* max(v, 0) keeps NaN: vmaxps returns its second operand for NaN */
+                v0 = _mm512_max_ps(_mm512_setzero_ps(), v0);
+                v1 = _mm512_max_ps(_mm512_setzero_ps(), v1);
+            }
+            rows_store16(&oc, j->C, r, 0, k0, v0);
+            if (k1) rows_store16(&oc, j->C, r, 1, k1, v1);
         }
-        if (ep->act.kind != CPU_ACT_NONE) cpu_act_apply(&ep->act, t, rows * COLS);
+        if (inline_act) return;
+        cpu_act_apply(&ep->act, t, rows * COLS);
     }
-    block_rows_of(&j->cm, m0, rows, n0, &at);
     for (int64_t r = 0; r < rows; r++) {
-        rows_store16(&at, j->C, r, 0, k0, _mm512_load_ps(t + r * COLS));
-        if (k1) rows_store16(&at, j->C, r, 1, k1, _mm512_load_ps(t + r * COLS + 16));
+        rows_store16(&oc, j->C, r, 0, k0, _mm512_load_ps(t + r * COLS));
+        if (k1) rows_store16(&oc, j->C, r, 1, k1, _mm512_load_ps(t + r * COLS + 16));
     }
 }
 
