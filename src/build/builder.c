@@ -234,8 +234,45 @@ static int32_t preferred_tactic(const build_tactic *const *fit, int32_t nfit) {
     return -1;
 }
 
+/* Per-node timings the C16 chaining needs (-1: not timed): the C16 kernel and the AMX
+ * conv over NCHW data, as timed against the other tactics, and both again over C16 data
+ * (build_tactics_time_c16), as they run inside a C16 region. */
+typedef struct c16_timings {
+    double *c16, *amx, *c16_region, *amx_region;
+} c16_timings;
+
+/* Times the C16 kernel (fit[kc]) and the AMX conv (fit[ka]) over C16 data into
+ * t->c16_region[i] / t->amx_region[i], through the cache under key + "|c16region". */
+static void time_in_c16_region(const build_tactic *const *fit, int32_t kc, int32_t ka, const build_tactic_query *q,
+                               cpu_threadpool *pool, int rounds, build_timing_cache *cache, const char *key,
+                               build_stats *stats, c16_timings *t, int32_t i) {
+    const build_tactic *two[2] = {fit[kc], fit[ka]};
+    double ms[2] = {-1, -1};
+    char *rkey = NULL;
+    if (cache && key) {
+        size_t n = strlen(key) + 16;
+        rkey = malloc(n);
+        if (rkey) snprintf(rkey, n, "%s|c16region", key);
+    }
+    int cached = 0;
+    for (int k = 0; k < 2; k++)
+        if (rkey && build_timing_cache_get(cache, rkey, two[k]->name, &ms[k])) cached++;
+    if (cached < 2) {
+        kiln_error terr = {0};
+        if (!pool || build_tactics_time_c16(two, 2, q, pool, rounds, ms, &terr) != KILN_OK) ms[0] = ms[1] = -1;
+        kiln_err_clear(&terr);
+        stats->timed += 2;
+        for (int k = 0; k < 2; k++)
+            if (ms[k] >= 0 && rkey) build_timing_cache_put(cache, rkey, two[k]->name, ms[k]);
+    } else
+        stats->cache_hits += 2;
+    free(rkey);
+    t->c16_region[i] = ms[0];
+    t->amx_region[i] = ms[1];
+}
+
 static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_options *o, build_timing_cache *cache,
-                                  build_stats *stats, double *c16_ms, double *amx_ms, kiln_error *err) {
+                                  build_stats *stats, c16_timings *ct, kiln_error *err) {
     const ir_graph *g = m->graph;
     arena *a = &plan->arena;
     plan->n_layers = g->n_nodes;
@@ -353,9 +390,19 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
                 }
             best = prefer_c16(fit, ms, nfit, best);
             if (ms[best] > 0) best_ms = ms[best];
+            int32_t kc = -1, ka = -1;
             for (int32_t k = 0; k < nfit; k++)
-                if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0) c16_ms[i] = ms[k];
-                else if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_AMX) && ms[k] > 0) amx_ms[i] = ms[k];
+                if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0) ct->c16[i] = ms[k], kc = k;
+                else if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_AMX) && ms[k] > 0) ct->amx[i] = ms[k], ka = k;
+            if (kc >= 0 && ka >= 0) { /* the AMX conv applies: channels in 16s */
+                if (!pool) {
+                    kiln_error perr = {0};
+                    if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
+                    kiln_err_clear(&perr);
+                }
+                int rounds = o->timing_rounds > 0 ? o->timing_rounds : BUILD_DEFAULT_TIMING_ROUNDS;
+                time_in_c16_region(fit, kc, ka, &q, pool, rounds, cache, key, stats, ct, i);
+            }
             l->time_ms = best_ms;
             free(key);
         }
@@ -429,8 +476,8 @@ static bool c16_pool(const ir_graph *g, const ir_node *n) {
  * first block on runs C16, +4.7% against a C16 layout limited to where each conv timed
  * faster alone (docs/BENCHMARKS.md, "Session 14"). A conv with no such neighbour keeps
  * its timed choice (prefer_c16's margin included). */
-static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double *c16_ms, const double *amx_ms,
-                             kiln_error *err) {
+static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const c16_timings *ct, kiln_error *err) {
+    const double *c16_ms = ct->c16, *amx_ms = ct->amx;
     int32_t *producer = malloc((size_t)(g->n_values + 1) * sizeof *producer);
     bool *able = calloc((size_t)g->n_nodes + 1, sizeof *able), *chained = calloc((size_t)g->n_nodes + 1, sizeof *chained);
     if (!producer || !able || !chained) {
@@ -463,6 +510,20 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const double 
         l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
         l->time_ms = amx ? amx_ms[j] : c16_ms[j];
         if (amx) l->precision = ENGINE_PREC_TF32;
+    }
+    /* Between the two, in a region, their timings over C16 data decide: over NCHW the AMX
+     * conv's gathers and scatters cost more than the C16 kernel's copies (ResNet-50's
+     * batch-8 stage-3 conv3s: 8.6 ms each timed alone, about 5.3 on AMX against 7.6 on
+     * the C16 kernel in the network). A tactic forced by KILN_PREFER_TACTIC stays. */
+    const char *forced = getenv("KILN_PREFER_TACTIC");
+    for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers && !(forced && *forced); j++) {
+        engine_layer *l = &plan->layers[j];
+        bool is_amx = !strcmp(l->tactic, CPU_CONV_TACTIC_AMX), is_c16 = !strcmp(l->tactic, CPU_CONV_TACTIC_C16);
+        if (!chained[j] || !(is_amx || is_c16) || ct->c16_region[j] <= 0 || ct->amx_region[j] <= 0) continue;
+        bool amx = ct->amx_region[j] < ct->c16_region[j];
+        l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
+        l->time_ms = amx ? amx_ms[j] : c16_ms[j];
+        l->precision = amx ? ENGINE_PREC_TF32 : ENGINE_PREC_FP32;
     }
     free(producer);
     free(able);
@@ -751,16 +812,17 @@ kiln_status build_engine(ir_model *model, const build_options *opts, diag_list *
     }
     build_options cpu_o = *o;
     if (gpu) cpu_o.time_tactics = false; /* CPU tactics only serve nodes that fall back to the CPU */
-    double *c16_ms = malloc((size_t)(model->graph->n_nodes + 1) * 2 * sizeof *c16_ms);
-    if (!c16_ms) {
+    int64_t nn = model->graph->n_nodes + 1;
+    double *timings = malloc((size_t)nn * 4 * sizeof *timings);
+    if (!timings) {
         st = kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    double *amx_ms = c16_ms + model->graph->n_nodes + 1; /* the AMX conv's timing, as c16_ms */
-    for (int32_t i = 0; i <= 2 * model->graph->n_nodes + 1; i++) c16_ms[i] = -1;
-    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, c16_ms, amx_ms, err);
-    if (st == KILN_OK && c16_layout_target(o, gpu)) st = chain_c16(model->graph, plan, c16_ms, amx_ms, err);
-    free(c16_ms);
+    for (int64_t i = 0; i < 4 * nn; i++) timings[i] = -1;
+    c16_timings ct = {timings, timings + nn, timings + 2 * nn, timings + 3 * nn};
+    st = choose_tactics(model, plan, &cpu_o, use_cache ? &cache : NULL, &stats, &ct, err);
+    if (st == KILN_OK && c16_layout_target(o, gpu)) st = chain_c16(model->graph, plan, &ct, err);
+    free(timings);
     if (st == KILN_OK) st = mark_tactics(model, plan, o, err);
     if (st == KILN_OK && c16_layout_target(o, gpu)) st = mark_c16_layouts(model, plan, err);
     if (st == KILN_OK && gpu && o->time_tactics) st = time_gpu_tactics(model, o, use_cache ? &cache : NULL, &stats, err);

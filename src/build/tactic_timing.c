@@ -154,6 +154,27 @@ kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const
     return st;
 }
 
+kiln_status build_tactics_time_c16(const build_tactic *const *ts, int32_t n_t, const build_tactic_query *q,
+                                   cpu_threadpool *pool, int rounds, double *ms, kiln_error *err) {
+    const ir_node *n = q->node;
+    ir_attr *attrs = calloc((size_t)n->n_attrs + 1, sizeof *attrs);
+    if (!attrs) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory timing tactics");
+    int32_t na = 0;
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        if (!n->attrs[i].name || strcmp(n->attrs[i].name, "kiln_c16")) attrs[na++] = n->attrs[i];
+    attrs[na].name = "kiln_c16";
+    attrs[na].type = IR_ATTR_INT;
+    attrs[na].i = 1 | 2 | (ir_node_attr_int(n, "kiln_residual", -1) > 0 ? 4 : 0);
+    ir_node copy = *n;
+    copy.attrs = attrs;
+    copy.n_attrs = na + 1;
+    build_tactic_query cq = *q;
+    cq.node = &copy;
+    kiln_status st = build_tactics_time(ts, n_t, &cq, pool, rounds, ms, err);
+    free(attrs);
+    return st;
+}
+
 kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
                               double *ms, kiln_error *err) {
     kiln_status st = build_tactics_time(&t, 1, q, pool, reps, ms, err);

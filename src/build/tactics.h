@@ -92,6 +92,13 @@ int build_tactic_threads_resolve(int threads);
  * subgraphs or non-tensor inputs: those are not timed. */
 kiln_status build_tactics_time(const build_tactic *const *ts, int32_t n_t, const build_tactic_query *q,
                                cpu_threadpool *pool, int rounds, double *ms, kiln_error *err);
+/* As build_tactics_time, on a copy of the node marked to read and write the C16 layout
+ * (kiln_c16 = input | output, | residual where it fuses one; layout_c16.c's bits): how
+ * the C16-capable conv tactics run inside a C16 region, where timed over NCHW they pay
+ * conversions (the AMX conv's gathers and scatters more than the C16 kernel's copies).
+ * The query's channels must be multiples of 16. */
+kiln_status build_tactics_time_c16(const build_tactic *const *ts, int32_t n_t, const build_tactic_query *q,
+                                   cpu_threadpool *pool, int rounds, double *ms, kiln_error *err);
 /* One tactic alone (`reps` rounds); fails when its kernel fails. */
 kiln_status build_tactic_time(const build_tactic *t, const build_tactic_query *q, cpu_threadpool *pool, int reps,
                               double *ms, kiln_error *err);

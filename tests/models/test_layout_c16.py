@@ -233,6 +233,33 @@ def test_amx_outputs_match_onnxruntime(wide, batch, threads, build_env, run_env,
     check_against_onnxruntime(wide, eng, x, threads, run_env, tol)
 
 
+@pytest.mark.skipif(not has_amx(), reason="this CPU has no AMX-BF16: the bf16x3 conv is never offered")
+def test_region_timings_choose_between_amx_and_c16(wide):
+    """Inside a C16 region the C16 kernel and the AMX conv are chosen by their timings over
+    C16 data (the timing cache's `|c16region` entries), not over NCHW. Two builds from the
+    same cache, edited so that one tactic or the other wins every region timing, must put
+    the region's convs on C16 in the first and more of them on AMX in the second."""
+    cache = wide / "region.cache"
+    build_wide(wide, 1, {}, "region0", f"--timingCacheFile={cache}")
+    entries = json.loads(cache.read_text())["entries"]
+    region = [e for e in entries if e["key"].endswith("|c16region")]
+    assert {e["tactic"] for e in region} == {"conv_c16_direct", "conv_amx_bf16x3"}, "no region timings cached"
+    chosen = {}
+    for winner in ("conv_c16_direct", "conv_amx_bf16x3"):
+        for e in region:
+            e["ms"] = 0.001 if e["tactic"] == winner else 1000.0
+        edited = wide / f"{winner}.cache"
+        edited.write_text(json.dumps({**json.loads(cache.read_text()), "entries": entries}))
+        chosen[winner] = tactics(build_wide(wide, 1, {}, f"region_{winner}", f"--timingCacheFile={edited}"))
+    c16_or_amx = ("conv_c16_direct", "conv_amx_bf16x3")
+    assert {k for k, v in chosen["conv_c16_direct"].items() if v[0] in c16_or_amx} == \
+        {k for k, v in chosen["conv_amx_bf16x3"].items() if v[0] in c16_or_amx}
+    n_amx = {w: sum(v[0] == "conv_amx_bf16x3" for v in t.values()) for w, t in chosen.items()}
+    assert n_amx["conv_amx_bf16x3"] > n_amx["conv_c16_direct"], chosen
+    assert all(v[1] == ("tf32" if v[0] == "conv_amx_bf16x3" else "fp32")
+               for t in chosen.values() for v in t.values() if v[0] in c16_or_amx)
+
+
 def build_pool_model(path):
     """Two C16 MaxPools that take the 16-channel window loop instead of the separable
     kernel (cpu_pool_avx512.c): /wide on rows of 530 pixels (the separable kernel holds
