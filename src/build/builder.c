@@ -514,9 +514,11 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const c16_tim
     /* Between the two, in a region, their timings over C16 data decide: over NCHW the AMX
      * conv's gathers and scatters cost more than the C16 kernel's copies (ResNet-50's
      * batch-8 stage-3 conv3s: 8.6 ms each timed alone, about 5.3 on AMX against 7.6 on
-     * the C16 kernel in the network). A tactic forced by KILN_PREFER_TACTIC stays. */
-    const char *forced = getenv("KILN_PREFER_TACTIC");
-    for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers && !(forced && *forced); j++) {
+     * the C16 kernel in the network). A tactic forced by KILN_PREFER_TACTIC stays;
+     * KILN_C16_REGION_TIMING=0 leaves the NCHW timings' choice (A/B runs). */
+    const char *forced = getenv("KILN_PREFER_TACTIC"), *region = getenv("KILN_C16_REGION_TIMING");
+    bool use_region = !(forced && *forced) && !(region && !strcmp(region, "0"));
+    for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers && use_region; j++) {
         engine_layer *l = &plan->layers[j];
         bool is_amx = !strcmp(l->tactic, CPU_CONV_TACTIC_AMX), is_c16 = !strcmp(l->tactic, CPU_CONV_TACTIC_C16);
         if (!chained[j] || !(is_amx || is_c16) || ct->c16_region[j] <= 0 || ct->amx_region[j] <= 0) continue;
