@@ -5,6 +5,9 @@ each (model, batch) the test writes an ONNX backend-test style case (model.onnx 
 the zoo file, test_data_set_0/input_K.pb with make_zoo's deterministic inputs and
 output_K.pb computed by ONNX Runtime) and runs `kiln verify CASE_DIR`, which must report
 the case as PASS. ResNet-50 and BERT run at batch 1 only to keep the suite fast.
+`kiln verify` builds no engine, so it checks FP32; two more tests build BERT-base and
+ResNet-50 engines with the TF32-class AMX tactics forced (where the CPU has AMX) and
+compare their `kiln exec` outputs with ONNX Runtime's.
 """
 import os
 import subprocess
@@ -91,33 +94,52 @@ def test_resnet50_multithreaded_matches_onnxruntime(threads):
     assert "PASS" in out and "1 passed" in out, out[-3000:]
 
 
-def test_bert_amx_bf16x3_engine_matches_onnxruntime(tmp_path):
-    """BERT-base built by `kiln exec` with its weight MatMuls on the AMX bf16x3 tactic
-    (TF32-class, docs/RUNTIME.md "MatMul on AMX"): every one of them takes it, and the
-    output stays within 2e-4 of ONNX Runtime (measured: 2.9e-5 max, FP32 3.6e-6; one-pass
-    bfloat16 products would be ~1e-2 off)."""
+def amx_engine_against_onnxruntime(tmp_path, model, tactic, op):
+    """Builds the zoo model with `tactic` forced (KILN_PREFER_TACTIC) and runs it on the zoo
+    inputs; returns (kiln output, ORT output, the engine's `op` layers on the tactic)."""
     import json
     import onnxruntime as ort
     flags = open("/proc/cpuinfo").read()
     if " amx_bf16" not in flags or " avx512bw" not in flags:
-        pytest.skip("this CPU has no AMX-BF16: the bf16x3 tactic is never offered")
-    path = Path(make_zoo.ensure(str(ZOO), "bert"))
-    feeds = make_zoo.make_inputs("bert", 1)
+        pytest.skip("this CPU has no AMX-BF16: the bf16x3 tactics are never offered")
+    path = Path(make_zoo.ensure(str(ZOO), model))
+    feeds = make_zoo.make_inputs(model, 1)
     loads = []
     for name, arr in feeds.items():
         np.save(tmp_path / f"{name}.npy", arr)
         loads.append(f"{name}:{tmp_path / f'{name}.npy'}")
     shapes = ",".join(f"{n}:{'x'.join(map(str, a.shape))}" for n, a in feeds.items())
-    eng, out = tmp_path / "bert.engine", tmp_path / "out.json"
-    env = {**os.environ, "KILN_PREFER_TACTIC": "matmul_amx_bf16x3"}
+    eng, out = tmp_path / f"{model}.engine", tmp_path / "out.json"
+    env = {**os.environ, "KILN_PREFER_TACTIC": tactic}
     r = subprocess.run([str(KILN), "exec", f"--onnx={path}", f"--saveEngine={eng}", f"--shapes={shapes}",
                         f"--loadInputs={','.join(loads)}", "--iterations=1", "--warmUp=0", "--duration=0",
                         f"--exportOutput={out}"], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     j = json.loads(subprocess.run([str(KILN), "inspect", "--json", str(eng)], capture_output=True, text=True).stdout)
-    weight_mm = [n for n in j["layers"] if n["op"] == "MatMul" and n["tactic"] == "matmul_amx_bf16x3"]
-    assert len(weight_mm) == 72 and all(n["precision"] == "tf32" for n in weight_mm)
+    on = [n for n in j["layers"] if n["op"] == op and n["tactic"] == tactic]
+    assert all(n["precision"] == "tf32" for n in on)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     got = np.array(json.loads(out.read_text())[0]["values"], np.float32).reshape(want.shape)
+    return got, want, on
+
+
+def test_bert_amx_bf16x3_engine_matches_onnxruntime(tmp_path):
+    """BERT-base built by `kiln exec` with its weight MatMuls on the AMX bf16x3 tactic
+    (TF32-class, docs/RUNTIME.md "MatMul and Conv on AMX"): every one of them takes it, and
+    the output stays within 2e-4 of ONNX Runtime (measured: 2.9e-5 max, FP32 3.6e-6;
+    one-pass bfloat16 products would be ~1e-2 off)."""
+    got, want, on = amx_engine_against_onnxruntime(tmp_path, "bert", "matmul_amx_bf16x3", "MatMul")
+    assert len(on) == 72
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-4)
     assert np.abs(got - want).mean() < 2e-5
+
+
+def test_resnet50_amx_bf16x3_engine_matches_onnxruntime(tmp_path):
+    """ResNet-50 with the AMX conv forced wherever it applies: 1x1, strided and stride-1
+    3x3 convs with 128 or more products per output, inside the C16 region (C16 in and out,
+    fused residuals), split-as-you-go and split-first. The output stays within 1e-4 of ONNX
+    Runtime (the builder's engine measured 1.05e-5 max on outputs up to 2.5)."""
+    got, want, on = amx_engine_against_onnxruntime(tmp_path, "resnet50", "conv_amx_bf16x3", "Conv")
+    assert len(on) >= 40, f"only {len(on)} convs on AMX"
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    assert np.abs(got - want).mean() < 1e-5
