@@ -344,6 +344,18 @@ static void block_32x32(const gemm_job *j, const uint16_t *ah0, const uint16_t *
 }
 
 /* Task t: m-block t % m_blocks (rows_per_block rows) x pairs_per_task strip pairs. */
+/* Rows [m_begin, m_end) of C, their split A at ah / al (row m_begin first), against
+ * strip pairs [p_begin, p_end); t is a 32x32 buffer for the block being stored. */
+static void run_rows(const gemm_job *j, const uint16_t *ah, const uint16_t *al, int64_t m_begin, int64_t m_end,
+                     int64_t p_begin, int64_t p_end, float *t) {
+    for (int64_t p = p_begin; p < p_end; p++)
+        for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
+            int64_t off = (m0 - m_begin) * j->Kp;
+            block_32x32(j, ah + off, al + off, p, t, m0 == m_begin);
+            store_block(j, t, m0, p * COLS);
+        }
+}
+
 static void gemm_tasks(void *user, int64_t t0, int64_t t1) {
     const gemm_job *j = user;
     _Alignas(64) float t[ROWS * COLS];
@@ -354,11 +366,7 @@ static void gemm_tasks(void *user, int64_t t0, int64_t t1) {
         if (m_end > j->Mp) m_end = j->Mp;
         int64_t p_begin = nb * j->pairs_per_task, p_end = p_begin + j->pairs_per_task;
         if (p_end > j->n_pairs) p_end = j->n_pairs;
-        for (int64_t p = p_begin; p < p_end; p++)
-            for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
-                block_32x32(j, j->ah + m0 * j->Kp, j->al + m0 * j->Kp, p, t, m0 == m_begin);
-                store_block(j, t, m0, p * COLS);
-            }
+        run_rows(j, j->ah + m_begin * j->Kp, j->al + m_begin * j->Kp, m_begin, m_end, p_begin, p_end, t);
     }
     _tile_release();
 }
@@ -396,12 +404,7 @@ static void fused_slots(void *user, int64_t s0, int64_t s1) {
             part.lo -= m_begin * j->Kp;
             split_rows(&part, m_begin, m_end);
             if (!configured) tiles_configure(), configured = true;
-            for (int64_t p = 0; p < j->n_pairs; p++)
-                for (int64_t m0 = m_begin; m0 < m_end; m0 += ROWS) {
-                    int64_t off = (m0 - m_begin) * j->Kp;
-                    block_32x32(j, sj.hi + off, sj.lo + off, p, t, m0 == m_begin);
-                    store_block(j, t, m0, p * COLS);
-                }
+            run_rows(j, sj.hi, sj.lo, m_begin, m_end, 0, j->n_pairs, t);
         }
     }
     if (configured) _tile_release();
