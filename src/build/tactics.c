@@ -172,7 +172,7 @@ static uint64_t conv_c16_scratch(const build_tactic_query *q) {
 static bool conv_amx_tactic_applies(const build_tactic_query *q) {
     conv_shape s;
     cpu_conv_geom g;
-    return conv_geom_2d(q, &s, &g) && cpu_conv_amx_applies(&g, s.group, s.C, s.M, q->in[0]->dims[0].value);
+    return conv_geom_2d(q, &s, &g) && cpu_conv_amx_applies(&g, s.group, s.C, s.M);
 }
 /* its split input: (N * OH * OW rounded up to 32) x (C * KH * KW rounded up to 32) x 2
  * bfloat16 */

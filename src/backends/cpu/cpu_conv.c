@@ -181,10 +181,9 @@ static kiln_status conv_c16(cpu_kernel_ctx *ctx, const cpu_conv_geom *g, int64_t
  * pairs); where there are enough row blocks the GEMM splits each as it runs it, so the
  * copy stays in L2 (before, a 2 MiB cap kept ResNet-50's batch-8 strided 3x3s, 29 MB
  * copies, off AMX). The builder's timing decides against Winograd and the C16 kernel. */
-bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M, int64_t N) {
-    if (g->nsp != 2 || group != 1 || C % 16 || M % 16 || C * g->k[0] * g->k[1] < 128 || g->k[0] > 16 || g->k[1] > 16)
-        return false;
-    return true;
+bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M) {
+    return g->nsp == 2 && group == 1 && C % 16 == 0 && M % 16 == 0 && C * g->k[0] * g->k[1] >= 128 && g->k[0] <= 16 &&
+           g->k[1] <= 16;
 }
 /* The conv as Y^T = im2col(X)^T W^T on AMX tiles, reading and writing NCHW or C16
  * (layout: kiln_c16's bits); the per-channel bias becomes a column bias of that GEMM. The
@@ -620,7 +619,7 @@ static kiln_status conv_run_impl(cpu_kernel_ctx *ctx, const rt_value *const *inp
     /* the AMX tactic reads and writes NCHW and C16 alike; where AMX cannot run (KILN_NO_AMX,
      * another CPU) a C16-marked node takes the C16 kernel below, an unmarked one the GEMM */
     bool amx = algo == CONV_AMX && packable && !p16 && nsp == 2 && cpu_bf16x3_usable() &&
-               cpu_conv_amx_applies(&g, group, C, M, N);
+               cpu_conv_amx_applies(&g, group, C, M);
     if (c16 && !amx) {
         /* the builder marked it for the C16 kernel or for Winograd (which reads and
          * writes C16 through its own 8-channel blocks) */

@@ -39,12 +39,11 @@ kiln_status cpu_conv_run_c16(cpu_kernel_ctx *ctx, const rt_value *const *inputs,
 /* Conv through the AMX bf16x3 kernel where it applies and AMX runs, else as cpu_conv. */
 kiln_status cpu_conv_run_amx(cpu_kernel_ctx *ctx, const rt_value *const *inputs, int32_t n_in, rt_value *outputs,
                              int32_t n_out);
-/* The geometry the AMX tactic takes (N images): 2-D, group 1, input and output channels
- * multiples of 16 (so it can sit in a C16 region), at least 128 products per output,
- * kernels up to 16x16, any pads, strides and dilations; a kernel larger than 1x1 only
- * while its split input (N x positions x C x KH x KW floats) fits in 2 MiB. Where it does
- * not (a larger batch at run time) the conv runs the C16 kernel or the GEMM instead. */
-bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M, int64_t N);
+/* The geometry the AMX tactic takes: 2-D, group 1, input and output channels multiples
+ * of 16 (so it can sit in a C16 region), at least 128 products per output, kernels up to
+ * 16x16, any pads, strides and dilations. Where it does not apply at run time the conv
+ * runs the C16 kernel or the GEMM instead. */
+bool cpu_conv_amx_applies(const cpu_conv_geom *g, int64_t group, int64_t C, int64_t M);
 /* Whether the builder offers conv_c16_direct for a conv of this geometry (and cpu_conv runs
  * it without a tactic): 2-D, group 1, M a multiple of 16, and kernels larger than 1x1 over
  * a multiple of 16 input channels, or a 7-wide undilated kernel over fewer than 16 (RGB
