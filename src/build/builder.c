@@ -241,11 +241,22 @@ typedef struct c16_timings {
     double *c16, *amx, *c16_region, *amx_region;
 } c16_timings;
 
+/* The pool tactics are timed on, created on first use (NULL if that fails: then nothing
+ * is timed). */
+static cpu_threadpool *timing_pool(cpu_threadpool **pool, int threads) {
+    if (!*pool) {
+        kiln_error perr = {0};
+        if (cpu_threadpool_create(threads, pool, &perr) != KILN_OK) *pool = NULL;
+        kiln_err_clear(&perr);
+    }
+    return *pool;
+}
+
 /* Times the C16 kernel (fit[kc]) and the AMX conv (fit[ka]) over C16 data into
  * t->c16_region[i] / t->amx_region[i], through the cache under key + "|c16region". */
 static void time_in_c16_region(const build_tactic *const *fit, int32_t kc, int32_t ka, const build_tactic_query *q,
-                               cpu_threadpool *pool, int rounds, build_timing_cache *cache, const char *key,
-                               build_stats *stats, c16_timings *t, int32_t i) {
+                               cpu_threadpool **pool, int threads, int rounds, build_timing_cache *cache,
+                               const char *key, build_stats *stats, c16_timings *t, int32_t i) {
     const build_tactic *two[2] = {fit[kc], fit[ka]};
     double ms[2] = {-1, -1};
     char *rkey = NULL;
@@ -259,7 +270,8 @@ static void time_in_c16_region(const build_tactic *const *fit, int32_t kc, int32
         if (rkey && build_timing_cache_get(cache, rkey, two[k]->name, &ms[k])) cached++;
     if (cached < 2) {
         kiln_error terr = {0};
-        if (!pool || build_tactics_time_c16(two, 2, q, pool, rounds, ms, &terr) != KILN_OK) ms[0] = ms[1] = -1;
+        cpu_threadpool *tp = timing_pool(pool, threads);
+        if (!tp || build_tactics_time_c16(two, 2, q, tp, rounds, ms, &terr) != KILN_OK) ms[0] = ms[1] = -1;
         kiln_err_clear(&terr);
         stats->timed += 2;
         for (int k = 0; k < 2; k++)
@@ -278,7 +290,8 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
     plan->n_layers = g->n_nodes;
     plan->layers = ARENA_ARRAY(a, engine_layer, g->n_nodes ? g->n_nodes : 1);
     if (!plan->layers) return kiln_err_set(err, KILN_ERR_NOMEM, "out of memory");
-    cpu_threadpool *pool = NULL;
+    cpu_threadpool *pool = NULL; /* created when the first tactics are timed */
+    const int rounds = o->timing_rounds > 0 ? o->timing_rounds : BUILD_DEFAULT_TIMING_ROUNDS;
     bool progress = o->progress && is_tty_stderr();
     double t_start = now_s();
     bool printed = false;
@@ -368,14 +381,8 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             if (cached == nfit) {
                 stats->cache_hits += cached;
             } else {
-                if (!pool) {
-                    kiln_error perr = {0};
-                    if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
-                    kiln_err_clear(&perr);
-                }
                 kiln_error terr = {0};
-                int rounds = o->timing_rounds > 0 ? o->timing_rounds : BUILD_DEFAULT_TIMING_ROUNDS;
-                if (build_tactics_time(fit, nfit, &q, pool, rounds, ms, &terr) != KILN_OK)
+                if (build_tactics_time(fit, nfit, &q, timing_pool(&pool, o->threads), rounds, ms, &terr) != KILN_OK)
                     for (int32_t k = 0; k < nfit; k++) ms[k] = -1;
                 kiln_err_clear(&terr);
                 stats->timed += nfit;
@@ -394,15 +401,8 @@ static kiln_status choose_tactics(ir_model *m, engine_plan *plan, const build_op
             for (int32_t k = 0; k < nfit; k++)
                 if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_C16) && ms[k] > 0) ct->c16[i] = ms[k], kc = k;
                 else if (!strcmp(fit[k]->name, CPU_CONV_TACTIC_AMX) && ms[k] > 0) ct->amx[i] = ms[k], ka = k;
-            if (kc >= 0 && ka >= 0) { /* the AMX conv applies: channels in 16s */
-                if (!pool) {
-                    kiln_error perr = {0};
-                    if (cpu_threadpool_create(o->threads, &pool, &perr) != KILN_OK) pool = NULL;
-                    kiln_err_clear(&perr);
-                }
-                int rounds = o->timing_rounds > 0 ? o->timing_rounds : BUILD_DEFAULT_TIMING_ROUNDS;
-                time_in_c16_region(fit, kc, ka, &q, pool, rounds, cache, key, stats, ct, i);
-            }
+            if (kc >= 0 && ka >= 0) /* the AMX conv applies: channels in 16s */
+                time_in_c16_region(fit, kc, ka, &q, &pool, o->threads, rounds, cache, key, stats, ct, i);
             l->time_ms = best_ms;
             free(key);
         }
@@ -476,6 +476,14 @@ static bool c16_pool(const ir_graph *g, const ir_node *n) {
  * first block on runs C16, +4.7% against a C16 layout limited to where each conv timed
  * faster alone (docs/BENCHMARKS.md, "Session 14"). A conv with no such neighbour keeps
  * its timed choice (prefer_c16's margin included). */
+/* Layer j onto the AMX conv or the C16 kernel, with that tactic's (NCHW) timing and
+ * precision. */
+static void set_c16_capable_tactic(engine_layer *l, bool amx, const c16_timings *ct, int32_t j) {
+    l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
+    l->time_ms = amx ? ct->amx[j] : ct->c16[j];
+    l->precision = amx ? ENGINE_PREC_TF32 : ENGINE_PREC_FP32;
+}
+
 static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const c16_timings *ct, kiln_error *err) {
     const double *c16_ms = ct->c16, *amx_ms = ct->amx;
     int32_t *producer = malloc((size_t)(g->n_values + 1) * sizeof *producer);
@@ -504,12 +512,9 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const c16_tim
     for (int32_t j = 0; j < g->n_nodes && j < plan->n_layers; j++) {
         engine_layer *l = &plan->layers[j];
         if (!chained[j] || c16_ms[j] <= 0 || c16_tactic(l->tactic)) continue;
-        /* the AMX 1x1 conv where it timed faster than the C16 kernel (both read C16 in a
+        /* the AMX conv where it timed faster than the C16 kernel (both read C16 in a
          * region, both paid for NCHW when timed) */
-        bool amx = amx_ms[j] > 0 && amx_ms[j] < c16_ms[j];
-        l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
-        l->time_ms = amx ? amx_ms[j] : c16_ms[j];
-        if (amx) l->precision = ENGINE_PREC_TF32;
+        set_c16_capable_tactic(l, amx_ms[j] > 0 && amx_ms[j] < c16_ms[j], ct, j);
     }
     /* Between the two, in a region, their timings over C16 data decide: over NCHW the AMX
      * conv's gathers and scatters cost more than the C16 kernel's copies (ResNet-50's
@@ -522,10 +527,7 @@ static kiln_status chain_c16(const ir_graph *g, engine_plan *plan, const c16_tim
         engine_layer *l = &plan->layers[j];
         bool is_amx = !strcmp(l->tactic, CPU_CONV_TACTIC_AMX), is_c16 = !strcmp(l->tactic, CPU_CONV_TACTIC_C16);
         if (!chained[j] || !(is_amx || is_c16) || ct->c16_region[j] <= 0 || ct->amx_region[j] <= 0) continue;
-        bool amx = ct->amx_region[j] < ct->c16_region[j];
-        l->tactic = amx ? CPU_CONV_TACTIC_AMX : CPU_CONV_TACTIC_C16;
-        l->time_ms = amx ? amx_ms[j] : c16_ms[j];
-        l->precision = amx ? ENGINE_PREC_TF32 : ENGINE_PREC_FP32;
+        set_c16_capable_tactic(l, ct->amx_region[j] < ct->c16_region[j], ct, j);
     }
     free(producer);
     free(able);

@@ -1173,8 +1173,8 @@ static void precision_notes(const exec_flags *f) {
                       "accuracy is lost.");
     if (f->calib) perf_log('W', "--calib=%s is not read: no INT8 kernels are used on the CPU backend.", f->calib);
     if (f->no_tf32)
-        perf_log('I', "--noTF32: MatMuls with a constant weight stay on FP32 FMAs (no AMX bf16x3, the CPU backend's "
-                      "TF32-class GEMM).");
+        perf_log('I', "--noTF32: MatMuls with a constant weight and convs stay on FP32 FMAs (no AMX bf16x3, the CPU "
+                      "backend's TF32-class GEMM).");
 }
 
 /* GPU runtime flags: what they do here, or that they do nothing on the CPU backend. */
